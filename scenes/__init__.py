@@ -1,0 +1,133 @@
+"""Bundled MJCF scenes and ``load_scene``: a path, an XML string or a bundled name -> MjModel."""
+
+from __future__ import annotations
+
+import os
+import weakref
+from dataclasses import dataclass, field
+from importlib import resources
+
+import mujoco
+
+__all__ = ["load_scene", "list_scenes", "scene_path", "scene_info", "compat_log", "SceneError",
+           "SceneInfo"]
+
+
+class SceneError(ValueError):
+    """An MJCF scene could not be loaded; names the source and carries MuJoCo's own message."""
+
+    def __init__(self, source: str, message: str, codes: tuple[str, ...] = ()):
+        self.source = source
+        self.message = message
+        self.codes = tuple(codes)
+        super().__init__(f"{source}: {message}")
+
+
+@dataclass
+class SceneInfo:
+    """What a loaded model came from (kept beside the MjModel, which takes no attributes)."""
+
+    source: str
+    xml: str
+    compat_log: list = field(default_factory=list)
+
+
+_INFO: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def list_scenes() -> list[str]:
+    """Names of the bundled scenes."""
+    return sorted(p.name[:-4] for p in resources.files(__name__).iterdir() if p.name.endswith(".xml"))
+
+
+def scene_path(name: str) -> str:
+    """Filesystem path of a bundled scene."""
+    if name not in list_scenes():
+        raise SceneError(f"bundled scene {name!r}", f"no such bundled scene; available: {', '.join(list_scenes())}")
+    return str(resources.files(__name__).joinpath(name + ".xml"))
+
+
+def _describe(src: str) -> str:
+    one = " ".join(src.split())
+    return f"XML string {one[:60]!r}{'...' if len(one) > 60 else ''}"
+
+
+def _parse(src) -> tuple[mujoco.MjSpec, str]:
+    """Parse ``src`` into an MjSpec; returns (spec, human-readable source)."""
+    if isinstance(src, os.PathLike):
+        src = os.fspath(src)
+    if not isinstance(src, str):
+        raise SceneError(repr(src), f"expected a path, an XML string, a bundled name or an MjModel, "
+                                    f"got {type(src).__name__}")
+    text = src.strip()
+    if text.startswith("<"):
+        source = _describe(text)
+        loader = lambda: mujoco.MjSpec.from_string(src)  # noqa: E731
+    elif os.path.isfile(src):
+        source = f"file {src!r}"
+        loader = lambda: mujoco.MjSpec.from_file(src)  # noqa: E731
+    elif src in list_scenes():
+        path = scene_path(src)
+        source = f"bundled scene {src!r}"
+        loader = lambda: mujoco.MjSpec.from_file(path)  # noqa: E731
+    elif os.sep in src or "/" in src or src.lower().endswith((".xml", ".mjcf")):
+        raise SceneError(f"file {src!r}", "no such file")
+    else:
+        raise SceneError(f"bundled scene {src!r}",
+                         f"no such bundled scene and no such file; bundled: {', '.join(list_scenes())}")
+    try:
+        return loader(), source
+    except Exception as e:  # MuJoCo raises ValueError with its message (and line number)
+        raise SceneError(source, str(e).strip()) from None
+
+
+def load_scene(src, *, mjx: str = "adapt", unsupported_contacts: str = "refuse") -> mujoco.MjModel:
+    """Compile an MJCF scene: a file path, an XML string or a bundled name (see ``list_scenes``).
+
+    ``mjx``: ``"adapt"`` applies the documented, meaning-preserving substitutions MJX needs and logs
+    each; ``"strict"`` refuses a model MJX cannot run, listing every reason. ``unsupported_contacts``:
+    ``"refuse"`` (default) or ``"exclude"`` (drop exactly the geom pairs MJX cannot collide, logged).
+    The compatibility log is ``compat_log(model)``. An ``MjModel`` passes through unchanged.
+    Every failure is one ``SceneError`` naming the source.
+    """
+    from . import compat  # local: compat imports SceneError from here
+
+    if isinstance(src, mujoco.MjModel):
+        return src
+    spec, source = _parse(src)
+    try:
+        model = spec.compile()
+    except Exception as e:
+        raise SceneError(source, str(e).strip()) from None
+    model, log = compat.apply(spec, model, source, mode=mjx, unsupported_contacts=unsupported_contacts)
+    try:
+        xml = spec.to_xml()
+    except Exception:  # to_xml can refuse specs with in-memory assets; the file still runs
+        xml = src if isinstance(src, str) and src.strip().startswith("<") else ""
+    _INFO[model] = SceneInfo(source=source, xml=xml, compat_log=list(log))
+    return model
+
+
+def scene_info(model: mujoco.MjModel) -> SceneInfo:
+    """Source, saved XML and compatibility log of a model loaded by ``load_scene``."""
+    info = _INFO.get(model)
+    if info is None:
+        xml = ""
+        try:
+            import tempfile
+
+            with tempfile.TemporaryDirectory() as d:
+                p = os.path.join(d, "model.xml")
+                mujoco.mj_saveLastXML(p, model)
+                with open(p) as f:
+                    xml = f.read()
+        except Exception:
+            pass
+        info = SceneInfo(source="MjModel", xml=xml)
+        _INFO[model] = info
+    return info
+
+
+def compat_log(model: mujoco.MjModel) -> list:
+    """The MJX compatibility log of a model loaded by ``load_scene`` (empty when nothing applied)."""
+    return scene_info(model).compat_log
