@@ -1,0 +1,372 @@
+"""MjScene: a MuJoCo model as a set of named states whose dynamics run through ``mjx.forward``.
+
+Joints register in MuJoCo order, all positions first and all velocities second, so ``qpos`` and
+``qvel`` are contiguous segments of the value buffer ``x`` (element for element MuJoCo's order):
+
+    hinge/slide  "<joint>/qpos" (1,)            "<joint>/qvel" (1,)
+    ball         "<joint>/qpos" (4,) quaternion "<joint>/qvel" (3,)
+    free         "<joint>/pos" (3,), "<joint>/quat" (4,) quaternion,
+                 "<joint>/vel" (3,) (world frame), "<joint>/angvel" (3,) (body frame)
+    activations  "act" (na,) when na > 0
+    extras       "<prefix>/<name>" from ``add_state``
+
+The derivative buffer holds qvel for the positions (3-component body-frame angular velocity for a
+``quaternion`` attitude, 1/2 q * [0, w] for ``quaternion_highorder``), qacc for the velocities and
+act_dot for the activations.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import jax.numpy as jnp
+import mujoco
+import numpy as np
+from mjharness.integrators import StateError, StateLayout, StateRegistry, StateSpec
+from mjharness.integrators.policies import quat_dot, quat_normalize
+from mjharness.scenes import SceneError, load_scene, scene_info
+from mujoco import mjx
+
+QUATERNION_UPDATES = ("quaternion", "quaternion_highorder")
+MUJOCO_MODEL = "mujoco"
+
+_JNT = mujoco.mjtJoint
+
+
+@dataclass(frozen=True)
+class JointStates:
+    """How one MuJoCo joint maps onto registry states."""
+
+    name: str
+    id: int
+    type: int
+    qposadr: int
+    dofadr: int
+    nq: int
+    nv: int
+    positions: tuple[str, ...]
+    velocities: tuple[str, ...]
+
+
+def joint_name(model: mujoco.MjModel, j: int) -> str:
+    return mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_JOINT, j) or f"joint{j}"
+
+
+def joint_states(model: mujoco.MjModel) -> tuple[JointStates, ...]:
+    out = []
+    for j in range(model.njnt):
+        name, t = joint_name(model, j), int(model.jnt_type[j])
+        if t == _JNT.mjJNT_FREE:
+            pos, vel, nq, nv = (f"{name}/pos", f"{name}/quat"), (f"{name}/vel", f"{name}/angvel"), 7, 6
+        elif t == _JNT.mjJNT_BALL:
+            pos, vel, nq, nv = (f"{name}/qpos",), (f"{name}/qvel",), 4, 3
+        else:
+            pos, vel, nq, nv = (f"{name}/qpos",), (f"{name}/qvel",), 1, 1
+        out.append(JointStates(name, j, t, int(model.jnt_qposadr[j]), int(model.jnt_dofadr[j]), nq, nv,
+                               pos, vel))
+    return tuple(out)
+
+
+def _mujoco_specs(model: mujoco.MjModel, quaternion_update: str) -> list[tuple[str, StateSpec]]:
+    """(name, spec) of every MuJoCo state, positions first, velocities second, then act."""
+    quat = StateSpec((4,), update=quaternion_update)
+    pos, vel = [], []
+    for js in joint_states(model):
+        if js.type == _JNT.mjJNT_FREE:
+            pos += [(js.positions[0], StateSpec((3,))), (js.positions[1], quat)]
+            vel += [(js.velocities[0], StateSpec((3,))), (js.velocities[1], StateSpec((3,)))]
+        elif js.type == _JNT.mjJNT_BALL:
+            pos.append((js.positions[0], quat))
+            vel.append((js.velocities[0], StateSpec((3,))))
+        else:
+            pos.append((js.positions[0], StateSpec((1,))))
+            vel.append((js.velocities[0], StateSpec((1,))))
+    act = [("act", StateSpec((model.na,)))] if model.na > 0 else []
+    return pos + vel + act
+
+
+def _put_model(model: mujoco.MjModel, source: str):
+    try:
+        return mjx.put_model(model)
+    except NotImplementedError as e:  # MJX names only the first problem; load_scene checks all first
+        raise SceneError(source, f"MJX cannot run this model: {e}") from None
+
+
+class MjScene:
+    """A MuJoCo model registered as named states (see module docstring).
+
+    ``model``: an ``MjModel`` or anything ``load_scene`` accepts. ``quaternion_update`` picks the
+    policy of every ball/free attitude: ``"quaternion"`` (exp map, MuJoCo C's Euler) or
+    ``"quaternion_highorder"`` (4-component q-dot, normalised after the step: MuJoCo C's RK4).
+    The layout is finalized on first use of ``layout``; ``add_state`` must come before that.
+    """
+
+    def __init__(self, model, quaternion_update: str = "quaternion"):
+        if quaternion_update not in QUATERNION_UPDATES:
+            raise StateError(f"quaternion_update must be one of {QUATERNION_UPDATES}, got {quaternion_update!r}")
+        self.model = load_scene(model) if not isinstance(model, mujoco.MjModel) else model
+        self.quaternion_update = quaternion_update
+        self.mjx_model = _put_model(self.model, scene_info(self.model).source)
+        self.data = mujoco.MjData(self.model)  # runtime values: the default state and controls
+        self.joints = joint_states(self.model)
+        self.registry = StateRegistry()
+        for name, spec in _mujoco_specs(self.model, quaternion_update):
+            self.registry.register(name, spec, model=MUJOCO_MODEL)
+        self._extras: dict[str, tuple[Callable, np.ndarray]] = {}
+        self._template = None
+
+    # -- registration ---------------------------------------------------------------------------
+    def add_state(self, prefix: str, name: str, spec: StateSpec, derivative_fn: Callable,
+                  initial=None) -> str:
+        """Register an extra continuous state ``"<prefix>/<name>"`` integrated with the rest.
+
+        ``derivative_fn(t, value, data) -> derivative`` (shape ``spec.deriv_shape``), where ``data``
+        is the MJX data after ``mjx.forward`` at this stage (qpos, qvel, ctrl, sensordata, ...).
+        ``initial`` (default zeros / identity quaternion) is the value ``x0()`` starts from.
+        """
+        if not isinstance(prefix, str) or not prefix or not isinstance(name, str) or not name:
+            raise StateError(f"add_state needs non-empty prefix and name, got {prefix!r}, {name!r}")
+        full = f"{prefix}/{name}"
+        if prefix == MUJOCO_MODEL:
+            raise StateError(f"prefix {prefix!r} is reserved for the MuJoCo states")
+        if not callable(derivative_fn):
+            raise StateError(f"state {full!r}: derivative_fn must be callable")
+        if not isinstance(spec, StateSpec):
+            raise StateError(f"state {full!r}: spec must be a StateSpec, got {type(spec).__name__}")
+        if initial is not None:
+            init = np.asarray(initial, dtype=np.float64)
+        elif spec.update != "euclidean":
+            init = np.array([1.0, 0.0, 0.0, 0.0])
+        else:
+            init = np.zeros(spec.shape)
+        if init.shape != spec.shape:
+            raise StateError(f"state {full!r} has shape {spec.shape}; initial value has shape {init.shape}")
+        self.registry.register(full, spec, model=prefix)
+        self._extras[full] = (derivative_fn, init)
+        return full
+
+    @property
+    def layout(self) -> StateLayout:
+        return self.registry.finalize()
+
+    # -- MuJoCo views ---------------------------------------------------------------------------
+    @property
+    def nq(self) -> int:
+        return self.model.nq
+
+    @property
+    def nv(self) -> int:
+        return self.model.nv
+
+    @property
+    def nu(self) -> int:
+        return self.model.nu
+
+    @property
+    def na(self) -> int:
+        return self.model.na
+
+    @property
+    def qpos_segment(self) -> slice:
+        return slice(0, self.model.nq)
+
+    @property
+    def qvel_segment(self) -> slice:
+        return slice(self.model.nq, self.model.nq + self.model.nv)
+
+    @property
+    def act_segment(self) -> slice:
+        o = self.model.nq + self.model.nv
+        return slice(o, o + self.model.na)
+
+    @property
+    def compat_log(self) -> list:
+        return scene_info(self.model).compat_log
+
+    def joint_slices(self, name: str) -> tuple[slice, slice]:
+        """(slice into qpos, slice into qvel) of joint ``name`` (jnt_qposadr / jnt_dofadr)."""
+        for js in self.joints:
+            if js.name == name:
+                return slice(js.qposadr, js.qposadr + js.nq), slice(js.dofadr, js.dofadr + js.nv)
+        raise KeyError(f"no joint named {name!r}; joints: {', '.join(j.name for j in self.joints)}")
+
+    def joint_of(self, state: str) -> str | None:
+        """Name of the joint a state belongs to (None for act and extra states)."""
+        for js in self.joints:
+            if state in js.positions or state in js.velocities:
+                return js.name
+        return None
+
+    # -- state buffers --------------------------------------------------------------------------
+    def x0(self) -> np.ndarray:
+        """The value buffer of the scene's current runtime state (``self.data``) and extras' initials."""
+        layout = self.layout
+        x = np.empty(layout.size)
+        x[self.qpos_segment] = self.data.qpos
+        x[self.qvel_segment] = self.data.qvel
+        x[self.act_segment] = self.data.act
+        for name, (_, init) in self._extras.items():
+            x[layout[name].value_slice] = init.ravel()
+        return x
+
+    def reset(self, values=None, keyframe: str | int | None = None, batch: int | None = None) -> np.ndarray:
+        """Value buffer from the default state (or a keyframe) with ``values`` written by name."""
+        x = self.x0()
+        if keyframe is not None:
+            k = keyframe if isinstance(keyframe, int) else mujoco.mj_name2id(
+                self.model, mujoco.mjtObj.mjOBJ_KEY, keyframe)
+            if not 0 <= k < self.model.nkey:
+                raise KeyError(f"no keyframe {keyframe!r} in this model ({self.model.nkey} keyframes)")
+            x[self.qpos_segment] = self.model.key_qpos[k]
+            x[self.qvel_segment] = self.model.key_qvel[k]
+            x[self.act_segment] = self.model.key_act[k]
+        if batch is not None:
+            x = np.broadcast_to(x, (batch, x.size)).copy()
+        return self.layout.reset(values or {}, base=x)
+
+    def _template_data(self):
+        if self._template is None:
+            self._template = mjx.put_data(self.model, self.data)
+        return self._template
+
+    def to_mjx(self, x, data=None):
+        """Write a (batched) value buffer into MJX data (qpos, qvel, act)."""
+        data = self._template_data() if data is None else data
+        upd = dict(qpos=x[..., self.qpos_segment], qvel=x[..., self.qvel_segment])
+        if self.model.na:
+            upd["act"] = x[..., self.act_segment]
+        return data.replace(**upd)
+
+    def from_mjx(self, data, x=None):
+        """Read MJX data back into a value buffer; extra states are taken from ``x`` (or initials)."""
+        parts = [data.qpos, data.qvel] + ([data.act] if self.model.na else [])
+        core = jnp.concatenate(parts, axis=-1)
+        n_core = core.shape[-1]
+        if self.layout.size == n_core:
+            return core
+        if x is None:
+            rest = jnp.asarray(self.x0()[n_core:])
+            rest = jnp.broadcast_to(rest, core.shape[:-1] + rest.shape)
+        else:
+            rest = x[..., n_core:]
+        return jnp.concatenate([core, rest], axis=-1)
+
+    # -- dynamics -------------------------------------------------------------------------------
+    def with_model(self, mjx_model) -> MjScene:
+        """Shallow copy evaluating with another MJX model (e.g. one world's randomized parameters)."""
+        other = copy.copy(self)
+        other.mjx_model = mjx_model
+        return other
+
+    def forward(self, t, x, ctrl=None):
+        """``mjx.forward`` on the state ``x`` at time ``t`` with controls ``ctrl`` (one world)."""
+        d = self.to_mjx(x).replace(time=jnp.asarray(t, dtype=self._template_data().time.dtype))
+        if ctrl is not None:
+            d = d.replace(ctrl=jnp.asarray(ctrl, dtype=d.ctrl.dtype).reshape(d.ctrl.shape))
+        return mjx.forward(self.mjx_model, d)
+
+    def _derivative(self, t, x, d, qacc):
+        """Assemble the derivative buffer from forward-evaluated data ``d`` and accelerations."""
+        layout = self.layout
+        if self.quaternion_update == "quaternion":
+            pos = [d.qvel]  # the position-derivative block is exactly qvel
+        else:
+            pos = []
+            for js in self.joints:
+                v = d.qvel[js.dofadr:js.dofadr + js.nv]
+                if js.type == _JNT.mjJNT_FREE:
+                    q = d.qpos[js.qposadr + 3:js.qposadr + 7]
+                    pos += [v[:3], quat_dot(q, v[3:])]
+                elif js.type == _JNT.mjJNT_BALL:
+                    pos.append(quat_dot(d.qpos[js.qposadr:js.qposadr + 4], v))
+                else:
+                    pos.append(v)
+        parts = pos + [qacc] + ([d.act_dot] if self.model.na else [])
+        for name, (fn, _) in self._extras.items():
+            r = layout[name]
+            value = x[r.value_slice].reshape(r.spec.shape)
+            parts.append(jnp.reshape(fn(t, value, d), (r.deriv_size,)))
+        return jnp.concatenate([jnp.ravel(p) for p in parts])
+
+    def dynamics(self, t, x, ctrl=None):
+        """Derivative buffer at (t, x) with controls ``ctrl`` (one world; vmap for batches)."""
+        d = self.forward(t, x, ctrl)
+        return self._derivative(t, x, d, d.qacc)
+
+    def euler_dynamics(self, t, x, h, ctrl=None):
+        """Like ``dynamics``, with MuJoCo's Euler implicit joint damping at step ``h``.
+
+        MuJoCo's Euler integrator (unless ``eulerdamp`` is disabled) solves
+        (M + h diag(dof_damping)) qacc = qfrc_smooth + qfrc_constraint instead of using qacc.
+        """
+        d = self.forward(t, x, ctrl)
+        qacc = d.qacc
+        if not (self.model.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_EULERDAMP) and np.any(
+                self.model.dof_damping > 0):
+            from mujoco.mjx._src import smooth, support  # MJX's own factor/solve of M
+
+            m = self.mjx_model
+            if support.is_sparse(m):
+                qM = d.qM.at[m.dof_Madr].add(h * m.dof_damping)
+            else:
+                qM = d.qM + jnp.diag(h * m.dof_damping)
+            dh = smooth.factor_m(m, d.replace(qM=qM))
+            qacc = smooth.solve_m(m, dh, d.qfrc_smooth + d.qfrc_constraint)
+        return self._derivative(t, x, d, qacc)
+
+    def project(self, x):
+        """After a full step: clamp limited activations to actrange, as MuJoCo's mj_advance does."""
+        if not self.model.na:
+            return x
+        lim = [(int(self.model.actuator_actadr[i]), int(self.model.actuator_actnum[i]), self.model.actuator_actrange[i])
+               for i in range(self.model.nu)
+               if self.model.actuator_actadr[i] >= 0 and self.model.actuator_actlimited[i]]
+        if not lim:
+            return x
+        o = self.act_segment.start
+        for adr, num, (lo, hi) in lim:
+            sl = slice(o + adr, o + adr + num)
+            x = x.at[sl].set(jnp.clip(x[sl], lo, hi))
+        return x
+
+    # -- editing --------------------------------------------------------------------------------
+    def recompile(self, new_model) -> None:
+        """Swap in an edited model whose state layout is identical; runtime values carry over.
+
+        Anything else (a joint added, renamed or retyped, na changed) raises and leaves the scene
+        as it was.
+        """
+        new_model = load_scene(new_model) if not isinstance(new_model, mujoco.MjModel) else new_model
+        old = [(n, self.registry.spec(n)) for n in self.registry.names if n not in self._extras]
+        new = _mujoco_specs(new_model, self.quaternion_update)
+        if old != new:
+            diff = next(((a, b) for a, b in zip(old, new) if a != b), None)
+            detail = (f"first difference: {diff[0][0]!r} {diff[0][1].shape}/{diff[0][1].update} vs "
+                      f"{diff[1][0]!r} {diff[1][1].shape}/{diff[1][1].update}" if diff else
+                      f"{len(old)} states before, {len(new)} after")
+            raise StateError(f"recompile: the new model's state layout differs ({detail})")
+        mjx_model = _put_model(new_model, scene_info(new_model).source)
+        data = mujoco.MjData(new_model)
+        for f in ("qpos", "qvel", "act", "ctrl", "qacc_warmstart", "mocap_pos", "mocap_quat", "userdata"):
+            src, dst = getattr(self.data, f), getattr(data, f)
+            if src.shape == dst.shape:
+                dst[:] = src
+        data.time = self.data.time
+        mujoco.mj_forward(new_model, data)
+        self.model, self.mjx_model, self.data, self._template = new_model, mjx_model, data, None
+        self.joints = joint_states(new_model)
+
+    def __repr__(self):
+        return (f"MjScene(nq={self.nq}, nv={self.nv}, nu={self.nu}, na={self.na}, states={len(self.registry.names)}, "
+                f"quaternion_update={self.quaternion_update!r})")
+
+
+def quat_normalize_segment(scene: MjScene, x):
+    """Normalise every quaternion in a value buffer (helper for callers that perturb states)."""
+    out = x
+    for r in scene.layout.special:
+        out = out.at[..., r.value_slice].set(quat_normalize(x[..., r.value_slice]))
+    return out
+
