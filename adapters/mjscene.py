@@ -24,13 +24,13 @@ from dataclasses import dataclass
 import jax.numpy as jnp
 import mujoco
 import numpy as np
+from mujoco import mjx
+
 from mjharness.integrators import StateError, StateLayout, StateRegistry, StateSpec
 from mjharness.integrators.policies import quat_dot, quat_normalize
 from mjharness.scenes import SceneError, load_scene, scene_info
-from mujoco import mjx
 
 QUATERNION_UPDATES = ("quaternion", "quaternion_highorder")
-MUJOCO_MODEL = "mujoco"
 
 _JNT = mujoco.mjtJoint
 
@@ -48,6 +48,11 @@ class JointStates:
     nv: int
     positions: tuple[str, ...]
     velocities: tuple[str, ...]
+
+
+def model_name(model: mujoco.MjModel) -> str:
+    """The MJCF ``<mujoco model="...">`` name (the first entry of MuJoCo's names buffer)."""
+    return bytes(model.names).split(b"\0", 1)[0].decode() or "mujoco"
 
 
 def joint_name(model: mujoco.MjModel, j: int) -> str:
@@ -111,9 +116,12 @@ class MjScene:
         self.mjx_model = _put_model(self.model, scene_info(self.model).source)
         self.data = mujoco.MjData(self.model)  # runtime values: the default state and controls
         self.joints = joint_states(self.model)
+        # The registry groups states by model (noise slots, tolerance overrides): the MuJoCo states
+        # form the model named after the MJCF <mujoco model="...">; extra states group by prefix.
+        self.name = model_name(self.model)
         self.registry = StateRegistry()
         for name, spec in _mujoco_specs(self.model, quaternion_update):
-            self.registry.register(name, spec, model=MUJOCO_MODEL)
+            self.registry.register(name, spec, model=self.name)
         self._extras: dict[str, tuple[Callable, np.ndarray]] = {}
         self._template = None
 
@@ -129,8 +137,6 @@ class MjScene:
         if not isinstance(prefix, str) or not prefix or not isinstance(name, str) or not name:
             raise StateError(f"add_state needs non-empty prefix and name, got {prefix!r}, {name!r}")
         full = f"{prefix}/{name}"
-        if prefix == MUJOCO_MODEL:
-            raise StateError(f"prefix {prefix!r} is reserved for the MuJoCo states")
         if not callable(derivative_fn):
             raise StateError(f"state {full!r}: derivative_fn must be callable")
         if not isinstance(spec, StateSpec):
