@@ -1,19 +1,735 @@
-"""MJX compatibility: checks run before MJX sees a model, and meaning-preserving adaptations.
+"""MJX compatibility: our own checks, run before MJX sees a model, and meaning-preserving adaptations.
 
-(Placeholder until issue 8 lands: validates arguments and passes the model through.)
+``mjx.put_model`` (mujoco-mjx 3.17.0) refuses many models MuJoCo compiles, one bare
+``NotImplementedError`` at a time. ``check_mjx`` mirrors every refusal of ``put_model`` (JAX backend)
+and of ``make_data`` (read from ``mjx/_src/io.py`` ``_put_option``/``_put_model_jax``/``_make_data_jax``
+and the collision table and pair filter of ``mjx/_src/collision_driver.py``), so all reasons are
+reported together, each with a stable code, the elements it concerns and a fix. ``apply`` is the hook
+``load_scene`` calls: ``strict`` refuses, ``adapt`` edits the ``MjSpec`` (only substitutions that keep
+the model's meaning, or contact exclusions the user opted into), recompiles and logs every change.
+
+A log entry is a plain, JSON-serialisable dict ``{severity, code, message, context}``; ``severity`` is
+``"info"`` (adapted, same results), ``"warning"`` (adapted or accepted, results differ in a way worth
+knowing) or ``"error"`` (MJX would refuse the model). ``context["fix"]`` says what to do.
 """
 
 from __future__ import annotations
 
+import json
+
+import mujoco
+import numpy as np
+
+__all__ = ["CODES", "MODES", "CONTACT_MODES", "apply", "check_mjx", "mjx_geom_pairs", "format_compat_log",
+           "compat_log_to_json", "compat_log_from_json", "is_refused"]
+
 MODES = ("adapt", "strict")
 CONTACT_MODES = ("refuse", "exclude")
 
+# Stable codes (documented in README, "MJX compatibility").
+CODES = {
+    "MJX_SOLVER_UNSUPPORTED": "constraint solver MJX does not implement (PGS)",
+    "MJX_INTEGRATOR_UNSUPPORTED": "integrator MJX does not implement (implicit)",
+    "MJX_OPTION_UNSUPPORTED": "option value or combination MJX refuses (implicitfast with fluid drag, "
+                              "cone or jacobian type outside MJX's set)",
+    "MJX_FLAG_UNSUPPORTED": "enable flag MJX refuses (energy, fwdinv, override, diagexact, speculative)",
+    "MJX_CONDIM_UNSUPPORTED": "frictionless (condim 1) contacts with the elliptic cone",
+    "MJX_COLLISION_PAIR_UNSUPPORTED": "a geom pair that can collide, of types MJX has no collider for",
+    "MJX_GEOM_UNSUPPORTED": "a colliding geom of a type MJX cannot collide at all (sdf)",
+    "MJX_MARGIN_UNSUPPORTED": "nonzero margin on a mesh or height-field collision pair",
+    "MJX_FLEX_UNSUPPORTED": "flex objects (deformables)",
+    "MJX_ACTUATOR_UNSUPPORTED": "actuator transmission, dynamics, gain or bias type MJX does not implement",
+    "MJX_EQUALITY_UNSUPPORTED": "equality constraint type MJX does not implement",
+    "MJX_TENDON_UNSUPPORTED": "tendon wrap type MJX does not implement",
+    "MJX_SENSOR_UNSUPPORTED": "sensor type, or contact-sensor matching/reduction, MJX does not implement",
+    "MJX_FEATURE_IGNORED": "accepted by put_model but ignored or not implemented later by MJX (warning)",
+}
+
+# ---- what MJX 3.17.0 supports (mjx/_src/types.py enums; tests compare these with MJX's own) ----------
+_E = mujoco
+SUPPORTED_INTEGRATORS = frozenset(int(v) for v in (_E.mjtIntegrator.mjINT_EULER, _E.mjtIntegrator.mjINT_RK4,
+                                                   _E.mjtIntegrator.mjINT_IMPLICITFAST,
+                                                   _E.mjtIntegrator.mjINT_DISCRETE))
+SUPPORTED_SOLVERS = frozenset(int(v) for v in (_E.mjtSolver.mjSOL_CG, _E.mjtSolver.mjSOL_NEWTON))
+SUPPORTED_CONES = frozenset(int(v) for v in (_E.mjtCone.mjCONE_PYRAMIDAL, _E.mjtCone.mjCONE_ELLIPTIC))
+SUPPORTED_JACOBIANS = frozenset(int(v) for v in _E.mjtJacobian.__members__.values())
+SUPPORTED_ENABLEBITS = frozenset(int(v) for v in (_E.mjtEnableBit.mjENBL_INVDISCRETE,
+                                                  _E.mjtEnableBit.mjENBL_SLEEP, _E.mjtEnableBit.mjENBL_IPC))
+_G = _E.mjtGeom
+COLLIDABLE_GEOMS = frozenset(int(t) for t in (_G.mjGEOM_PLANE, _G.mjGEOM_HFIELD, _G.mjGEOM_SPHERE,
+                                              _G.mjGEOM_CAPSULE, _G.mjGEOM_ELLIPSOID, _G.mjGEOM_CYLINDER,
+                                              _G.mjGEOM_BOX, _G.mjGEOM_MESH))
+# collision_driver._COLLISION_FUNC keys, (type1 <= type2)
+COLLISION_PAIRS = frozenset((int(a), int(b)) for a, b in (
+    (_G.mjGEOM_PLANE, _G.mjGEOM_SPHERE), (_G.mjGEOM_PLANE, _G.mjGEOM_CAPSULE), (_G.mjGEOM_PLANE, _G.mjGEOM_BOX),
+    (_G.mjGEOM_PLANE, _G.mjGEOM_ELLIPSOID), (_G.mjGEOM_PLANE, _G.mjGEOM_CYLINDER),
+    (_G.mjGEOM_PLANE, _G.mjGEOM_MESH),
+    (_G.mjGEOM_HFIELD, _G.mjGEOM_SPHERE), (_G.mjGEOM_HFIELD, _G.mjGEOM_CAPSULE),
+    (_G.mjGEOM_HFIELD, _G.mjGEOM_BOX), (_G.mjGEOM_HFIELD, _G.mjGEOM_MESH),
+    (_G.mjGEOM_SPHERE, _G.mjGEOM_SPHERE), (_G.mjGEOM_SPHERE, _G.mjGEOM_CAPSULE),
+    (_G.mjGEOM_SPHERE, _G.mjGEOM_CYLINDER), (_G.mjGEOM_SPHERE, _G.mjGEOM_ELLIPSOID),
+    (_G.mjGEOM_SPHERE, _G.mjGEOM_BOX), (_G.mjGEOM_SPHERE, _G.mjGEOM_MESH),
+    (_G.mjGEOM_CAPSULE, _G.mjGEOM_CAPSULE), (_G.mjGEOM_CAPSULE, _G.mjGEOM_BOX),
+    (_G.mjGEOM_CAPSULE, _G.mjGEOM_ELLIPSOID), (_G.mjGEOM_CAPSULE, _G.mjGEOM_CYLINDER),
+    (_G.mjGEOM_CAPSULE, _G.mjGEOM_MESH),
+    (_G.mjGEOM_ELLIPSOID, _G.mjGEOM_ELLIPSOID), (_G.mjGEOM_ELLIPSOID, _G.mjGEOM_CYLINDER),
+    (_G.mjGEOM_CYLINDER, _G.mjGEOM_CYLINDER),
+    (_G.mjGEOM_BOX, _G.mjGEOM_BOX), (_G.mjGEOM_BOX, _G.mjGEOM_MESH), (_G.mjGEOM_MESH, _G.mjGEOM_MESH),
+))
+_NO_MARGIN = frozenset((int(_G.mjGEOM_MESH), int(_G.mjGEOM_HFIELD)))
+
+
+def _unsupported(enum, supported_names):
+    return frozenset(int(v) for k, v in enum.__members__.items() if k not in supported_names)
+
+
+# (model field, MuJoCo enum, unsupported values, code, what)
+_ENUM_CHECKS = (
+    ("actuator_trntype", _E.mjtTrn, _unsupported(_E.mjtTrn, {"mjTRN_JOINT", "mjTRN_JOINTINPARENT", "mjTRN_TENDON",
+                                                              "mjTRN_SITE"}),
+     "MJX_ACTUATOR_UNSUPPORTED", "transmission"),
+    ("actuator_dyntype", _E.mjtDyn, _unsupported(_E.mjtDyn, {"mjDYN_NONE", "mjDYN_INTEGRATOR", "mjDYN_FILTER",
+                                                              "mjDYN_FILTEREXACT", "mjDYN_MUSCLE"}),
+     "MJX_ACTUATOR_UNSUPPORTED", "dynamics"),
+    ("actuator_gaintype", _E.mjtGain, _unsupported(_E.mjtGain, {"mjGAIN_FIXED", "mjGAIN_AFFINE", "mjGAIN_MUSCLE"}),
+     "MJX_ACTUATOR_UNSUPPORTED", "gain"),
+    ("actuator_biastype", _E.mjtBias, _unsupported(_E.mjtBias, {"mjBIAS_NONE", "mjBIAS_AFFINE", "mjBIAS_MUSCLE"}),
+     "MJX_ACTUATOR_UNSUPPORTED", "bias"),
+    ("eq_type", _E.mjtEq, _unsupported(_E.mjtEq, {"mjEQ_CONNECT", "mjEQ_WELD", "mjEQ_JOINT", "mjEQ_TENDON"}),
+     "MJX_EQUALITY_UNSUPPORTED", "equality"),
+    ("wrap_type", _E.mjtWrap, frozenset({int(_E.mjtWrap.mjWRAP_NONE)}), "MJX_TENDON_UNSUPPORTED", "wrap"),
+    ("sensor_type", _E.mjtSensor, _unsupported(_E.mjtSensor, {
+        "mjSENS_TOUCH", "mjSENS_ACCELEROMETER", "mjSENS_VELOCIMETER", "mjSENS_GYRO", "mjSENS_FORCE",
+        "mjSENS_TORQUE", "mjSENS_MAGNETOMETER", "mjSENS_RANGEFINDER", "mjSENS_CAMPROJECTION",
+        "mjSENS_JOINTPOS", "mjSENS_JOINTVEL", "mjSENS_TENDONPOS", "mjSENS_TENDONVEL", "mjSENS_ACTUATORPOS",
+        "mjSENS_ACTUATORVEL", "mjSENS_ACTUATORFRC", "mjSENS_JOINTACTFRC", "mjSENS_TENDONACTFRC",
+        "mjSENS_BALLQUAT", "mjSENS_BALLANGVEL", "mjSENS_FRAMEPOS", "mjSENS_FRAMEQUAT", "mjSENS_FRAMEXAXIS",
+        "mjSENS_FRAMEYAXIS", "mjSENS_FRAMEZAXIS", "mjSENS_FRAMELINVEL", "mjSENS_FRAMEANGVEL",
+        "mjSENS_FRAMELINACC", "mjSENS_FRAMEANGACC", "mjSENS_SUBTREECOM", "mjSENS_SUBTREELINVEL",
+        "mjSENS_SUBTREEANGMOM", "mjSENS_CONTACT", "mjSENS_CLOCK", "mjSENS_TACTILE"}),
+     "MJX_SENSOR_UNSUPPORTED", "sensor"),
+)
+_ENUM_OBJ = {"actuator": _E.mjtObj.mjOBJ_ACTUATOR, "eq": _E.mjtObj.mjOBJ_EQUALITY,
+             "sensor": _E.mjtObj.mjOBJ_SENSOR}
+
+_DIAGNOSTIC_FLAGS = {  # enable flags that only compute diagnostics: turning them off changes no state
+    int(_E.mjtEnableBit.mjENBL_ENERGY): ("energy", "computes d.energy only (kinetic/potential energy "
+                                                   "diagnostics); the dynamics do not use it"),
+    int(_E.mjtEnableBit.mjENBL_FWDINV): ("fwdinv", "records the forward/inverse solver comparison "
+                                                   "(d.solver_fwdinv) only; the dynamics do not use it"),
+}
+_PHYSICS_FLAGS = {  # enable flags that change the physics: never adapted
+    int(_E.mjtEnableBit.mjENBL_OVERRIDE): ("override", "remove the override flag and put the o_margin/"
+                                           "o_solref/o_solimp/o_friction values on the geoms or <pair>s"),
+    int(_E.mjtEnableBit.mjENBL_DIAGEXACT): ("diagexact", "remove the diagexact flag (MJX uses MuJoCo's "
+                                            "default approximate constraint-inertia diagonal, which changes "
+                                            "constraint softness slightly)"),
+    int(_E.mjtEnableBit.mjENBL_SPECULATIVE): ("speculative", "remove the speculative-contacts flag (MJX has "
+                                              "no speculative contacts)"),
+}
+
+
+# ---- entries ----------------------------------------------------------------------------------------
+def _entry(severity: str, code: str, message: str, fix: str | None = None, **context) -> dict:
+    ctx = {k: _jsonable(v) for k, v in context.items()}
+    if fix is not None:
+        ctx["fix"] = fix
+    return {"severity": severity, "code": code, "message": message, "context": ctx}
+
+
+def _jsonable(v):
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, np.ndarray):
+        return [_jsonable(x) for x in v.tolist()]
+    if isinstance(v, (bool, np.bool_)):
+        return bool(v)
+    if isinstance(v, (int, np.integer)):
+        return int(v)
+    if isinstance(v, (float, np.floating)):
+        return float(v)
+    return v if v is None or isinstance(v, str) else str(v)
+
+
+def _enum_name(enum, value: int) -> str:
+    try:
+        return enum(int(value)).name.split("_", 1)[1].lower()
+    except ValueError:
+        return f"<{enum.__name__} {int(value)}>"
+
+
+def _name(m, obj, i: int) -> str | None:
+    return mujoco.mj_id2name(m, obj, int(i)) or None
+
+
+def _label(m, obj, i: int, kind: str) -> str:
+    n = _name(m, obj, i)
+    return f"{kind} {n!r}" if n else f"{kind} #{int(i)} (unnamed)"
+
+
+def _geom_ctx(m, g: int) -> dict:
+    b = int(m.geom_bodyid[g])
+    return {"id": int(g), "name": _name(m, mujoco.mjtObj.mjOBJ_GEOM, g),
+            "type": _enum_name(mujoco.mjtGeom, m.geom_type[g]),
+            "body": _name(m, mujoco.mjtObj.mjOBJ_BODY, b) or ("world" if b == 0 else None), "body_id": b}
+
+
+def _geom_label(m, g: int) -> str:
+    c = _geom_ctx(m, g)
+    body = f"body {c['body']!r}" if c["body"] else f"body #{c['body_id']}"
+    return f"{_label(m, mujoco.mjtObj.mjOBJ_GEOM, g, 'geom')} ({c['type']}, {body})"
+
+
+# ---- MJX's collision pair filter (collision_driver.geom_pairs) ----------------------------------------
+def mjx_geom_pairs(m: mujoco.MjModel) -> list[tuple[int, int, int]]:
+    """The geom pairs MJX prepares colliders for: ``(geom1, geom2, pair index or -1)``, geom1's type <= geom2's.
+
+    Mirrors ``mjx._src.collision_driver.geom_pairs``: every ``<pair>`` first, then every body pair that
+    is not ``<exclude>``d, not welded together, not parent-child (unless filterparent is disabled), and
+    each geom pair of theirs whose contype/conaffinity match. The ``contact`` disable flag is not
+    consulted (MJX does not either: ``put_model`` refuses such a model all the same).
+    """
+    pairs, out = set(), []
+    for i in range(m.npair):
+        g1, g2 = int(m.pair_geom1[i]), int(m.pair_geom2[i])
+        if m.geom_type[g1] > m.geom_type[g2]:
+            g1, g2 = g2, g1
+        pairs.add((g1, g2))
+        out.append((g1, g2, i))
+    exclude = {int(s) for s in m.exclude_signature}
+    con = m.geom_contype | m.geom_conaffinity
+    filterparent = not (m.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_FILTERPARENT)
+    start, num = m.body_geomadr, m.body_geomnum
+    plane, hfield = int(_G.mjGEOM_PLANE), int(_G.mjGEOM_HFIELD)
+    geoms = [[g for g in range(start[b], start[b] + num[b]) if con[g]] if num[b] > 0 else [] for b in range(m.nbody)]
+    for b1 in range(m.nbody):
+        if not geoms[b1]:
+            continue
+        w1 = m.body_weldid[b1]
+        w1p = m.body_weldid[m.body_parentid[w1]]
+        for b2 in range(b1, m.nbody):
+            if not geoms[b2] or ((b1 << 16) + b2) in exclude:
+                continue
+            w2 = m.body_weldid[b2]
+            if w1 == w2:
+                continue
+            w2p = m.body_weldid[m.body_parentid[w2]]
+            if filterparent and w1 != 0 and w2 != 0 and (w1 == w2p or w2 == w1p):
+                continue
+            for g1 in geoms[b1]:
+                for g2 in geoms[b2]:
+                    a, b = (g1, g2) if m.geom_type[g1] <= m.geom_type[g2] else (g2, g1)
+                    t1, t2 = int(m.geom_type[a]), int(m.geom_type[b])
+                    if t1 == plane and t2 in (plane, hfield):
+                        continue
+                    if not ((m.geom_contype[a] & m.geom_conaffinity[b]) | (m.geom_contype[b] & m.geom_conaffinity[a])):
+                        continue
+                    if (a, b) not in pairs:
+                        pairs.add((a, b))
+                        out.append((a, b, -1))
+    return out
+
+
+def _pair_condim(m, g1, g2, ip) -> int:
+    if ip >= 0:
+        return int(m.pair_dim[ip])
+    p1, p2 = m.geom_priority[g1], m.geom_priority[g2]
+    if p1 != p2:
+        return int(m.geom_condim[g1] if p1 > p2 else m.geom_condim[g2])
+    return int(max(m.geom_condim[g1], m.geom_condim[g2]))
+
+
+# ---- the checks ---------------------------------------------------------------------------------------
+def _contacts_off(m) -> bool:
+    return bool(m.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_CONTACT)
+
+
+def _check_option(m, out):
+    o = m.opt
+    if int(o.solver) not in SUPPORTED_SOLVERS:
+        out.append(_entry(
+            "error", "MJX_SOLVER_UNSUPPORTED",
+            f"solver {_enum_name(mujoco.mjtSolver, o.solver)} is not implemented by MJX",
+            "set <option solver=\"Newton\"/> (or \"CG\"); adapt does this: all MuJoCo solvers solve the same "
+            "convex problem, so only the iterates differ (results agree to solver tolerance, not bit for bit)",
+            element="option", solver=_enum_name(mujoco.mjtSolver, o.solver), adapt="automatic"))
+    if int(o.integrator) not in SUPPORTED_INTEGRATORS:
+        out.append(_entry(
+            "error", "MJX_INTEGRATOR_UNSUPPORTED",
+            f"integrator {_enum_name(mujoco.mjtIntegrator, o.integrator)} is not implemented by MJX",
+            "set <option integrator=\"implicitfast\"/> (drops the Coriolis/centripetal terms of the implicit "
+            "velocity derivative, which changes the step) or \"RK4\"/\"Euler\"; not adapted automatically",
+            element="option", integrator=_enum_name(mujoco.mjtIntegrator, o.integrator), adapt="none"))
+    if int(o.cone) not in SUPPORTED_CONES:
+        out.append(_entry("error", "MJX_OPTION_UNSUPPORTED",
+                          f"friction cone {_enum_name(mujoco.mjtCone, o.cone)} is not implemented by MJX",
+                          "use cone=\"pyramidal\" or \"elliptic\"", element="option",
+                          cone=_enum_name(mujoco.mjtCone, o.cone), adapt="none"))
+    if int(o.jacobian) not in SUPPORTED_JACOBIANS:
+        out.append(_entry("error", "MJX_OPTION_UNSUPPORTED",
+                          f"jacobian {_enum_name(mujoco.mjtJacobian, o.jacobian)} is not implemented by MJX",
+                          "use jacobian=\"auto\"", element="option",
+                          jacobian=_enum_name(mujoco.mjtJacobian, o.jacobian), adapt="none"))
+    fluid = o.density > 0 or o.viscosity > 0 or bool(np.any(o.wind))
+    if int(o.integrator) == int(mujoco.mjtIntegrator.mjINT_IMPLICITFAST) and fluid:
+        out.append(_entry(
+            "error", "MJX_OPTION_UNSUPPORTED",
+            f"MJX does not implement the implicitfast integrator with fluid drag (density={o.density:g}, "
+            f"viscosity={o.viscosity:g}, wind={list(map(float, o.wind))})",
+            "use integrator=\"Euler\" or \"RK4\", or remove density/viscosity/wind; not adapted automatically "
+            "(both change the dynamics)",
+            element="option", integrator="implicitfast", density=o.density, viscosity=o.viscosity,
+            wind=o.wind, adapt="none"))
+    for i in range(int(mujoco.mjtEnableBit.mjNENABLE)):
+        bit = 1 << i
+        if not (o.enableflags & bit) or bit in SUPPORTED_ENABLEBITS:
+            continue
+        if bit in _DIAGNOSTIC_FLAGS:
+            flag, why = _DIAGNOSTIC_FLAGS[bit]
+            fix, adapt = f"remove <flag {flag}=\"enable\"/>; adapt turns it off: it {why}", "automatic"
+        else:
+            flag, fix = _PHYSICS_FLAGS.get(bit, (_enum_name(mujoco.mjtEnableBit, bit), "remove the flag"))
+            fix, adapt = fix + "; not adapted automatically (it changes the physics)", "none"
+        out.append(_entry("error", "MJX_FLAG_UNSUPPORTED", f"enable flag {flag!r} is not implemented by MJX",
+                          fix, element="option/flag", flag=flag, adapt=adapt))
+
+
+def _check_enums(m, out):
+    for field, enum, bad, code, what in _ENUM_CHECKS:
+        values = np.asarray(getattr(m, field))
+        if not values.size or not bad.intersection(int(v) for v in values):
+            continue
+        kind = field.split("_")[0]
+        obj = _ENUM_OBJ.get(kind)
+        if kind == "wrap":
+            # wraps belong to tendons: name the tendon
+            tendons = [t for t in range(m.ntendon) for w in range(m.tendon_adr[t], m.tendon_adr[t] + m.tendon_num[t])
+                       if int(values[w]) in bad]
+            items = [{"tendon": _name(m, mujoco.mjtObj.mjOBJ_TENDON, t), "tendon_id": t,
+                      "wrap_type": _enum_name(enum, values[w])}
+                     for t in sorted(set(tendons))
+                     for w in range(m.tendon_adr[t], m.tendon_adr[t] + m.tendon_num[t]) if int(values[w]) in bad]
+            labels = [_label(m, mujoco.mjtObj.mjOBJ_TENDON, it["tendon_id"], "tendon") for it in items]
+            out.append(_entry("error", code, f"tendon wrap type not implemented by MJX in {', '.join(labels)}",
+                              "remove or rewrite these tendons", element="tendon", items=items, adapt="none"))
+            continue
+        for i in np.flatnonzero(np.isin(values, list(bad))):
+            label = _label(m, obj, i, {"actuator": "actuator", "eq": "equality", "sensor": "sensor"}[kind])
+            t = _enum_name(enum, values[i])
+            fix = {"MJX_ACTUATOR_UNSUPPORTED": f"replace the {what} type {t!r} of this actuator by one MJX "
+                                               "implements (e.g. a joint/tendon/site transmission, a fixed/"
+                                               "affine gain, no/integrator/filter dynamics) or remove it",
+                   "MJX_EQUALITY_UNSUPPORTED": "remove this equality constraint or replace it by a connect/weld/"
+                                               "joint/tendon equality",
+                   "MJX_SENSOR_UNSUPPORTED": "remove this sensor (sensors do not affect the dynamics, but "
+                                             "removing one changes sensordata, so it is not done automatically)",
+                   }[code]
+            out.append(_entry("error", code, f"{label}: {what} type {t!r} is not implemented by MJX", fix,
+                              element=kind if kind != "eq" else "equality", id=int(i),
+                              name=_name(m, obj, i), type=t, adapt="none"))
+
+
+def _check_contact_sensors(m, out):
+    is_contact = m.sensor_type == mujoco.mjtSensor.mjSENS_CONTACT
+    if not is_contact.any():
+        return
+    site, body, xbody = (int(mujoco.mjtObj.mjOBJ_SITE), int(mujoco.mjtObj.mjOBJ_BODY),
+                         int(mujoco.mjtObj.mjOBJ_XBODY))
+    for i in np.flatnonzero(is_contact):
+        ot, rt = int(m.sensor_objtype[i]), int(m.sensor_reftype[i])
+        why = []
+        if ot == site:
+            why.append("site matching")
+        if body in (ot, rt):
+            why.append("body matching")
+        if xbody in (ot, rt):
+            why.append("subtree matching")
+        if int(m.sensor_intprm[i, 1]) == 3:
+            why.append("netforce reduction")
+        if why:
+            out.append(_entry(
+                "error", "MJX_SENSOR_UNSUPPORTED",
+                f"{_label(m, mujoco.mjtObj.mjOBJ_SENSOR, i, 'contact sensor')}: MJX does not implement "
+                f"{' and '.join(why)}",
+                "match by geom (geom1/geom2) with reduce=\"mindist\"/\"maxforce\"/\"none\", or remove the sensor",
+                element="sensor", id=int(i), name=_name(m, mujoco.mjtObj.mjOBJ_SENSOR, i), type="contact",
+                semantics=why, adapt="none"))
+
+
+def _check_collisions(m, out):
+    if m.nflex:
+        names = [_name(m, mujoco.mjtObj.mjOBJ_FLEX, f) for f in range(m.nflex)]
+        out.append(_entry("error", "MJX_FLEX_UNSUPPORTED",
+                          f"{m.nflex} flex object(s) {names}: MJX's JAX backend has no flex",
+                          "remove the flex/deformable elements, or run this model with MuJoCo C",
+                          element="flex", names=names, adapt="none"))
+    off = _contacts_off(m)
+    pair_fix = ("add <contact><exclude body1=.. body2=../></contact> for these bodies, change the geom types, "
+                "or load with unsupported_contacts=\"exclude\" (drops exactly these geom pairs and logs each)")
+    if off:
+        pair_fix += "; contacts are disabled by <flag contact=\"disable\"/>, so adapt excludes them automatically"
+    adapt = "automatic" if off else "opt-in: unsupported_contacts=\"exclude\""
+    bad_geom: dict[int, list] = {}
+    elliptic = int(m.opt.cone) == int(mujoco.mjtCone.mjCONE_ELLIPTIC)
+    condim1, all_condims = [], set()
+    for g1, g2, ip in mjx_geom_pairs(m):
+        t1, t2 = int(m.geom_type[g1]), int(m.geom_type[g2])
+        pair_ctx = {"geom1": _geom_ctx(m, g1), "geom2": _geom_ctx(m, g2), "pair": ip if ip >= 0 else None}
+        if (t1, t2) not in COLLISION_PAIRS:
+            unsupported = [g for g, t in ((g1, t1), (g2, t2)) if t not in COLLIDABLE_GEOMS]
+            if unsupported:
+                for g in unsupported:
+                    bad_geom.setdefault(g, []).append(pair_ctx)
+            else:
+                where = f" (explicit <pair> #{ip})" if ip >= 0 else ""
+                out.append(_entry(
+                    "error", "MJX_COLLISION_PAIR_UNSUPPORTED",
+                    f"MJX has no collider for {_enum_name(mujoco.mjtGeom, t1)}-{_enum_name(mujoco.mjtGeom, t2)}: "
+                    f"{_geom_label(m, g1)} and {_geom_label(m, g2)} can collide{where}",
+                    pair_fix, element="geom pair", **pair_ctx, adapt=adapt))
+            continue
+        if _NO_MARGIN.intersection((t1, t2)):
+            margin = float(m.pair_margin[ip]) if ip >= 0 else float(m.geom_margin[g1] + m.geom_margin[g2])
+            if margin != 0.0:
+                out.append(_entry(
+                    "error", "MJX_MARGIN_UNSUPPORTED",
+                    f"MJX does not implement margins on mesh/height-field collisions: {_geom_label(m, g1)} and "
+                    f"{_geom_label(m, g2)} have margin {margin:g}",
+                    "set margin=\"0\" on these geoms (or on their <pair>); this changes when contacts activate, so "
+                    "it is not adapted automatically" + ("; contacts are disabled by flag, so adapt zeroes the "
+                                                         "margins automatically" if off else ""),
+                    element="geom pair", **pair_ctx, margin=margin,
+                    adapt="automatic" if off else "none"))
+        condim = _pair_condim(m, g1, g2, ip)
+        all_condims.add(condim)
+        if condim == 1:
+            condim1.append(pair_ctx)
+    for g, pairs in bad_geom.items():
+        out.append(_entry(
+            "error", "MJX_GEOM_UNSUPPORTED",
+            f"MJX cannot collide geoms of type {_enum_name(mujoco.mjtGeom, m.geom_type[g])}: {_geom_label(m, g)} "
+            f"can collide with {len(pairs)} geom(s)",
+            "set contype=\"0\" conaffinity=\"0\" on this geom, replace it by a primitive or mesh, or load with "
+            "unsupported_contacts=\"exclude\" (drops exactly its pairs)", element="geom", geom=_geom_ctx(m, g),
+            pairs=pairs, adapt=adapt))
+    if elliptic and condim1 and not off:
+        only1 = all_condims == {1}
+        out.append(_entry(
+            "error", "MJX_CONDIM_UNSUPPORTED",
+            f"MJX (make_data) refuses condim=1 contacts with the elliptic cone: {len(condim1)} geom pair(s), e.g. "
+            f"{_geom_label(m, condim1[0]['geom1']['id'])} and {_geom_label(m, condim1[0]['geom2']['id'])}",
+            "use cone=\"pyramidal\", or condim 3 or more on these geoms"
+            + ("; every contact of this model is frictionless, where the cone type makes no difference, so "
+               "adapt switches to the pyramidal cone" if only1 else
+               "; not adapted automatically (other contacts have friction, whose cone would change)"),
+            element="geom pair", pairs=condim1, adapt="automatic" if only1 else "none"))
+
+
+def _check_ignored(m, out):
+    """What put_model accepts but MJX later ignores or cannot run: warnings, not refusals."""
+    o = m.opt
+    if o.noslip_iterations > 0:
+        out.append(_entry("warning", "MJX_FEATURE_IGNORED",
+                          f"MJX has no noslip solver: noslip_iterations={o.noslip_iterations} is ignored, so "
+                          "MJX's contacts may slip more than MuJoCo C's",
+                          "set noslip_iterations=\"0\" to make MuJoCo C match MJX", element="option",
+                          noslip_iterations=o.noslip_iterations))
+    if int(o.integrator) == int(mujoco.mjtIntegrator.mjINT_DISCRETE):
+        out.append(_entry("warning", "MJX_FEATURE_IGNORED",
+                          "integrator 'discrete' passes put_model but mjx.step raises NotImplementedError "
+                          "(mjx.forward and this harness's own integrators are unaffected)",
+                          "use integrator=\"Euler\", \"RK4\" or \"implicitfast\" to step with MJX",
+                          element="option", integrator="discrete"))
+    if o.enableflags & mujoco.mjtEnableBit.mjENBL_SLEEP:
+        out.append(_entry("warning", "MJX_FEATURE_IGNORED",
+                          "MJX's JAX backend does not put bodies to sleep: the sleep flag is ignored",
+                          "remove <flag sleep=\"enable\"/> to make MuJoCo C match MJX", element="option/flag",
+                          flag="sleep"))
+
+
+def check_mjx(model: mujoco.MjModel) -> list[dict]:
+    """Every reason MJX (put_model + make_data, JAX backend) would refuse ``model``, plus warnings.
+
+    Returns log entries: ``severity="error"`` for each refusal (``context["adapt"]`` says whether
+    ``load_scene(mjx="adapt")`` fixes it: ``"automatic"``, ``"opt-in: ..."`` or ``"none"``), and
+    ``severity="warning"`` for what MJX accepts but ignores. Works on any compiled ``MjModel``.
+    """
+    out: list[dict] = []
+    _check_option(model, out)
+    _check_collisions(model, out)
+    _check_enums(model, out)
+    _check_contact_sensors(model, out)
+    _check_ignored(model, out)
+    return out
+
+
+def is_refused(entries) -> bool:
+    """True when the entries contain a refusal (severity ``"error"``)."""
+    return any(e["severity"] == "error" for e in entries)
+
+
+# ---- adaptation --------------------------------------------------------------------------------------
+def _fixable(e, exclude: bool) -> bool:
+    a = e["context"].get("adapt", "none")
+    return a == "automatic" or (exclude and a.startswith("opt-in"))
+
+
+def _mixed_pair_params(m, g1, g2) -> dict:
+    """MuJoCo C's mj_contactParam mixing + getMargin/getGap, as explicit <pair> values (same contact)."""
+    p1, p2 = m.geom_priority[g1], m.geom_priority[g2]
+    if p1 != p2:
+        g = g1 if p1 > p2 else g2
+        condim, solref, solimp, fri = m.geom_condim[g], m.geom_solref[g], m.geom_solimp[g], m.geom_friction[g]
+    else:
+        condim = max(m.geom_condim[g1], m.geom_condim[g2])
+        s1, s2, eps = m.geom_solmix[g1], m.geom_solmix[g2], mujoco.mjMINVAL
+        if s1 >= eps and s2 >= eps:
+            mix = s1 / (s1 + s2)
+        elif s1 < eps and s2 < eps:
+            mix = 0.5
+        else:
+            mix = 0.0 if s1 < eps else 1.0
+        r1, r2 = m.geom_solref[g1], m.geom_solref[g2]
+        solref = mix * r1 + (1 - mix) * r2 if (r1[0] > 0 and r2[0] > 0) else np.minimum(r1, r2)
+        solimp = mix * m.geom_solimp[g1] + (1 - mix) * m.geom_solimp[g2]
+        fri = np.maximum(m.geom_friction[g1], m.geom_friction[g2])
+    return {"condim": int(condim), "solref": [float(x) for x in solref], "solimp": [float(x) for x in solimp],
+            "friction": [float(fri[0]), float(fri[0]), float(fri[1]), float(fri[2]), float(fri[2])],
+            "solreffriction": [0.0, 0.0],
+            "margin": float(m.geom_margin[g1] + m.geom_margin[g2]), "gap": float(m.geom_gap[g1] + m.geom_gap[g2])}
+
+
+def _unique_name(taken: set, base: str) -> str:
+    name, k = base, 1
+    while name in taken:
+        name, k = f"{base}_{k}", k + 1
+    taken.add(name)
+    return name
+
+
+def _plan_exclusions(m, entries) -> tuple[list, list, list]:
+    """Split the pair entries into: explicit <pair>s to delete, body pairs to exclude (with the supported
+    geom pairs between them that must come back as explicit <pair>s), and refusals (not exactly excludable)."""
+    bad_pairs = set()
+    for e in entries:
+        c = e["context"]
+        if e["code"] == "MJX_COLLISION_PAIR_UNSUPPORTED":
+            bad_pairs.add((c["geom1"]["id"], c["geom2"]["id"], -1 if c["pair"] is None else c["pair"]))
+        elif e["code"] == "MJX_GEOM_UNSUPPORTED":
+            for p in c["pairs"]:
+                bad_pairs.add((p["geom1"]["id"], p["geom2"]["id"], -1 if p["pair"] is None else p["pair"]))
+    delete_pairs = sorted({ip for _, _, ip in bad_pairs if ip >= 0})
+    dynamic = [(g1, g2) for g1, g2, ip in bad_pairs if ip < 0]
+    all_pairs = mjx_geom_pairs(m)
+    bodies: dict[tuple[int, int], list] = {}
+    for g1, g2 in dynamic:
+        b = tuple(sorted((int(m.geom_bodyid[g1]), int(m.geom_bodyid[g2]))))
+        bodies.setdefault(b, []).append((g1, g2))
+    plan, refusals = [], []
+    for (b1, b2), bad in sorted(bodies.items()):
+        bad_set = set(bad)
+        keep = [(g1, g2) for g1, g2, ip in all_pairs if ip < 0
+                and {int(m.geom_bodyid[g1]), int(m.geom_bodyid[g2])} == {b1, b2} and (g1, g2) not in bad_set]
+        # a <pair> reproduces a dynamic contact exactly only without adhesion/surface velocity
+        odd = [g for pr in keep for g in pr if np.any(m.geom_adhesion[g]) or np.any(m.geom_surfacevel[g])]
+        if odd:
+            odd_labels = ", ".join(_geom_label(m, g) for g in sorted(set(odd)))
+            refusals.append(_entry(
+                "error", "MJX_COLLISION_PAIR_UNSUPPORTED",
+                f"cannot exclude exactly the unsupported geom pairs between bodies #{b1} and #{b2}: the other "
+                f"geom pairs of these bodies use adhesion or surface velocity ({odd_labels}), "
+                "which an explicit <pair> cannot reproduce",
+                "exclude the whole body pair with <exclude>, or change the geom types",
+                element="body pair", body1_id=b1, body2_id=b2, adapt="none"))
+            continue
+        plan.append(((b1, b2), sorted(bad), keep))
+    return delete_pairs, plan, refusals
+
+
+def _apply_exclusions(spec, m, delete_pairs, plan, log, why):
+    body_names = {b.name for b in spec.bodies if b.name}
+    geom_names = {g.name for g in spec.geoms if g.name}
+    spec_bodies = {b.id: b for b in spec.bodies}
+    spec_geoms = {g.id: g for g in spec.geoms}
+    spec_pairs = {p.id: p for p in spec.pairs}
+    sev = "info" if _contacts_off(m) else "warning"  # with contacts off, dropping pairs changes nothing
+
+    def body_name(b):
+        sb = spec_bodies[b]
+        if not sb.name:
+            sb.name = _unique_name(body_names, f"compat_body{b}")
+        return sb.name
+
+    def geom_name(g):
+        sg = spec_geoms[g]
+        if not sg.name:
+            sg.name = _unique_name(geom_names, f"compat_geom{g}")
+        return sg.name
+
+    for ip in delete_pairs:
+        g1, g2 = int(m.pair_geom1[ip]), int(m.pair_geom2[ip])
+        spec.delete(spec_pairs[ip])
+        log.append(_entry(sev, "MJX_COLLISION_PAIR_UNSUPPORTED",
+                          f"removed explicit <pair> #{ip} of {_geom_label(m, g1)} and {_geom_label(m, g2)}: MJX has "
+                          f"no collider for it; these two geoms no longer collide ({why})",
+                          element="pair", pair=ip, geom1=_geom_ctx(m, g1), geom2=_geom_ctx(m, g2), action="exclude"))
+    for (b1, b2), bad, keep in plan:
+        n1, n2 = body_name(b1), body_name(b2)
+        spec.add_exclude(bodyname1=n1, bodyname2=n2)
+        readded = []
+        for g1, g2 in keep:
+            prm = _mixed_pair_params(m, g1, g2)
+            spec.add_pair(geomname1=geom_name(g1), geomname2=geom_name(g2), condim=prm["condim"],
+                          friction=prm["friction"], solref=prm["solref"], solimp=prm["solimp"],
+                          solreffriction=prm["solreffriction"], margin=prm["margin"], gap=prm["gap"])
+            readded.append({"geom1": _geom_ctx(m, g1), "geom2": _geom_ctx(m, g2), **prm})
+        for g1, g2 in bad:
+            log.append(_entry(
+                sev, "MJX_COLLISION_PAIR_UNSUPPORTED",
+                f"excluded {_enum_name(mujoco.mjtGeom, m.geom_type[g1])}-{_enum_name(mujoco.mjtGeom, m.geom_type[g2])} "
+                f"contacts between {_geom_label(m, g1)} and {_geom_label(m, g2)}: MJX has no collider for them; these "
+                f"two geoms no longer collide ({why})",
+                element="geom pair", geom1=_geom_ctx(m, g1), geom2=_geom_ctx(m, g2), action="exclude",
+                exclude=[n1, n2], readded_pairs=readded))
+        if readded:
+            log.append(_entry(
+                "info", "MJX_COLLISION_PAIR_UNSUPPORTED",
+                f"<exclude body1={n1!r} body2={n2!r}/> also covers {len(readded)} supported geom pair(s); each came "
+                "back as an explicit <pair> with the parameters MuJoCo mixes for it (condim, friction, solref, "
+                "solimp, margin, gap), so it collides as before (only the order of contacts in d.contact changes)",
+                element="body pair", exclude=[n1, n2], readded_pairs=readded, action="readd"))
+
+
+def _adapt(spec, m, fixes, exclude_opted, log):
+    o = spec.option
+    why = ("contacts are disabled by flag, so this changes nothing" if _contacts_off(m)
+           else "opted in with unsupported_contacts=\"exclude\"")
+    pair_entries = []
+    for e in fixes:
+        code, c = e["code"], e["context"]
+        if code == "MJX_SOLVER_UNSUPPORTED":
+            o.solver = mujoco.mjtSolver.mjSOL_NEWTON
+            log.append(_entry("warning", code,
+                              f"solver {c['solver']} -> Newton: both solve the same convex constraint problem, so "
+                              "the solution agrees to solver tolerance, but results are not bit-identical to "
+                              "MuJoCo C with the original solver", element="option", action="solver",
+                              before=c["solver"], after="newton"))
+        elif code == "MJX_FLAG_UNSUPPORTED":
+            bit = next(b for b, (f, _) in _DIAGNOSTIC_FLAGS.items() if f == c["flag"])
+            o.enableflags &= ~bit
+            log.append(_entry("info", code, f"turned off the diagnostic-only enable flag {c['flag']!r}: it "
+                              f"{_DIAGNOSTIC_FLAGS[bit][1]}; results are unchanged", element="option/flag",
+                              action="flag", flag=c["flag"]))
+        elif code == "MJX_CONDIM_UNSUPPORTED":
+            o.cone = mujoco.mjtCone.mjCONE_PYRAMIDAL
+            log.append(_entry("info", code, "cone elliptic -> pyramidal: every contact is frictionless "
+                              "(condim 1), where both cones give the same single normal constraint",
+                              element="option", action="cone", before="elliptic", after="pyramidal"))
+        elif code == "MJX_MARGIN_UNSUPPORTED":
+            g1, g2, ip = c["geom1"]["id"], c["geom2"]["id"], c["pair"]
+            if ip is not None:
+                next(p for p in spec.pairs if p.id == ip).margin = 0.0
+            else:  # MJX checks the sum of both geoms' margins
+                for g in spec.geoms:
+                    if g.id in (g1, g2):
+                        g.margin = 0.0
+            log.append(_entry("info", code, f"zeroed the margin of {_geom_label(m, g1)} and {_geom_label(m, g2)}: "
+                              "contacts are disabled by flag, so margins have no effect", element="geom pair",
+                              action="margin", geom1=c["geom1"], geom2=c["geom2"]))
+        elif code in ("MJX_COLLISION_PAIR_UNSUPPORTED", "MJX_GEOM_UNSUPPORTED"):
+            pair_entries.append(e)
+    return pair_entries, why
+
+
+def _refusal_message(errors, fixable, exclude) -> str:
+    lines = [f"MJX cannot run this model ({len(errors)} problem{'s' if len(errors) != 1 else ''}):"]
+    for e in errors:
+        lines.append(f"  - [{e['code']}] {e['message']}")
+        if e["context"].get("fix"):
+            lines.append(f"      fix: {e['context']['fix']}")
+    if fixable:
+        codes = sorted({e["code"] for e in fixable})
+        lines.append(f"  ({len(fixable)} further problem(s) that mjx=\"adapt\" would fix: {', '.join(codes)})")
+    return "\n".join(lines)
+
 
 def apply(spec, model, source, *, mode="adapt", unsupported_contacts="refuse"):
+    """The ``load_scene`` hook: returns ``(model, log)`` or raises one ``SceneError`` listing every reason.
+
+    ``mode="strict"``: any refusal raises (the log then holds only warnings). ``mode="adapt"``: the
+    documented, meaning-preserving fixes are applied to ``spec`` and the model is recompiled; pairs MJX
+    cannot collide are excluded only with ``unsupported_contacts="exclude"`` (or when contacts are
+    disabled by flag, where excluding them changes nothing). Nothing is changed when it raises.
+    """
     from . import SceneError
 
     if mode not in MODES:
         raise SceneError(source, f"mjx must be one of {MODES}, got {mode!r}")
     if unsupported_contacts not in CONTACT_MODES:
         raise SceneError(source, f"unsupported_contacts must be one of {CONTACT_MODES}, got {unsupported_contacts!r}")
-    return model, []
+    entries = check_mjx(model)
+    errors = [e for e in entries if e["severity"] == "error"]
+    warnings = [e for e in entries if e["severity"] != "error"]
+    exclude = unsupported_contacts == "exclude"
+    if mode == "strict":
+        if errors:
+            raise SceneError(source, _refusal_message(errors, [], exclude), codes=_codes(errors))
+        return model, warnings
+    fixes = [e for e in errors if _fixable(e, exclude)]
+    blocking = [e for e in errors if not _fixable(e, exclude)]
+    delete_pairs, plan, refusals = _plan_exclusions(model, [e for e in fixes if e["code"] in (
+        "MJX_COLLISION_PAIR_UNSUPPORTED", "MJX_GEOM_UNSUPPORTED")])
+    blocking += refusals
+    if blocking:
+        raise SceneError(source, _refusal_message(blocking, fixes, exclude), codes=_codes(blocking))
+    if not fixes:
+        return model, warnings
+    log: list[dict] = []
+    _, why = _adapt(spec, model, fixes, exclude, log)
+    if delete_pairs or plan:
+        _apply_exclusions(spec, model, delete_pairs, plan, log, why)
+    try:
+        new = spec.compile()
+    except Exception as e:  # SHOULD NOT OCCUR: our edits keep the spec valid
+        raise SceneError(source, f"internal error: the MJX-adapted model failed to compile: {e}") from None
+    left = [e for e in check_mjx(new) if e["severity"] == "error"]
+    if left:  # SHOULD NOT OCCUR: every fix above removes its reason
+        raise SceneError(source, "internal error: after adaptation MJX would still refuse the model:\n"
+                         + _refusal_message(left, [], exclude), codes=_codes(left))
+    return new, log + [e for e in check_mjx(new) if e["severity"] != "error"]
+
+
+def _codes(entries) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(e["code"] for e in entries))
+
+
+# ---- presentation and storage ------------------------------------------------------------------------
+def format_compat_log(log) -> str:
+    """Human-readable compatibility log (for ``mjharness inspect``); one entry per line, fix indented."""
+    if not log:
+        return "MJX compatibility: no changes, nothing to report"
+    lines = [f"MJX compatibility log ({len(log)} entr{'y' if len(log) == 1 else 'ies'}):"]
+    for e in log:
+        lines.append(f"  {e['severity'].upper():7s} {e['code']}: {e['message']}")
+        fix = e.get("context", {}).get("fix")
+        if fix and e["severity"] != "info":
+            lines.append(f"          fix: {fix}")
+    return "\n".join(lines)
+
+
+def compat_log_to_json(log) -> str:
+    """The log as a JSON string (what ``/model/compat_log`` stores in HDF5)."""
+    return json.dumps([_jsonable(e) for e in log], sort_keys=True)
+
+
+def compat_log_from_json(text) -> list[dict]:
+    """Inverse of ``compat_log_to_json`` (accepts ``str`` or ``bytes``)."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8")
+    log = json.loads(text)
+    if not isinstance(log, list) or not all(isinstance(e, dict) and {"severity", "code", "message", "context"}
+                                            <= set(e) for e in log):
+        raise ValueError("not an MJX compatibility log: expected a JSON list of {severity, code, message, context}")
+    return log
