@@ -176,10 +176,13 @@ def _geom_ctx(m, g: int) -> dict:
             "body": _name(m, mujoco.mjtObj.mjOBJ_BODY, b) or ("world" if b == 0 else None), "body_id": b}
 
 
+def _body_label(m, b: int) -> str:
+    return "body 'world'" if b == 0 else _label(m, mujoco.mjtObj.mjOBJ_BODY, b, "body")
+
+
 def _geom_label(m, g: int) -> str:
     c = _geom_ctx(m, g)
-    body = f"body {c['body']!r}" if c["body"] else f"body #{c['body_id']}"
-    return f"{_label(m, mujoco.mjtObj.mjOBJ_GEOM, g, 'geom')} ({c['type']}, {body})"
+    return f"{_label(m, mujoco.mjtObj.mjOBJ_GEOM, g, 'geom')} ({c['type']}, {_body_label(m, c['body_id'])})"
 
 
 # ---- MJX's collision pair filter (collision_driver.geom_pairs) ----------------------------------------
@@ -512,24 +515,21 @@ def _unique_name(taken: set, base: str) -> str:
 def _plan_exclusions(m, entries) -> tuple[list, list, list]:
     """Split the pair entries into: explicit <pair>s to delete, body pairs to exclude (with the supported
     geom pairs between them that must come back as explicit <pair>s), and refusals (not exactly excludable)."""
-    bad_pairs = set()
+    bad_pairs: dict[tuple[int, int, int], str] = {}  # (geom1, geom2, pair index or -1) -> code
     for e in entries:
         c = e["context"]
-        if e["code"] == "MJX_COLLISION_PAIR_UNSUPPORTED":
-            bad_pairs.add((c["geom1"]["id"], c["geom2"]["id"], -1 if c["pair"] is None else c["pair"]))
-        elif e["code"] == "MJX_GEOM_UNSUPPORTED":
-            for p in c["pairs"]:
-                bad_pairs.add((p["geom1"]["id"], p["geom2"]["id"], -1 if p["pair"] is None else p["pair"]))
-    delete_pairs = sorted({ip for _, _, ip in bad_pairs if ip >= 0})
-    dynamic = [(g1, g2) for g1, g2, ip in bad_pairs if ip < 0]
+        for p in c["pairs"] if e["code"] == "MJX_GEOM_UNSUPPORTED" else [c]:
+            bad_pairs[(p["geom1"]["id"], p["geom2"]["id"], -1 if p["pair"] is None else p["pair"])] = e["code"]
+    delete_pairs = sorted((ip, code) for (_, _, ip), code in bad_pairs.items() if ip >= 0)
     all_pairs = mjx_geom_pairs(m)
     bodies: dict[tuple[int, int], list] = {}
-    for g1, g2 in dynamic:
-        b = tuple(sorted((int(m.geom_bodyid[g1]), int(m.geom_bodyid[g2]))))
-        bodies.setdefault(b, []).append((g1, g2))
+    for (g1, g2, ip), code in bad_pairs.items():
+        if ip < 0:
+            b = tuple(sorted((int(m.geom_bodyid[g1]), int(m.geom_bodyid[g2]))))
+            bodies.setdefault(b, []).append((g1, g2, code))
     plan, refusals = [], []
     for (b1, b2), bad in sorted(bodies.items()):
-        bad_set = set(bad)
+        bad_set = {(g1, g2) for g1, g2, _ in bad}
         keep = [(g1, g2) for g1, g2, ip in all_pairs if ip < 0
                 and {int(m.geom_bodyid[g1]), int(m.geom_bodyid[g2])} == {b1, b2} and (g1, g2) not in bad_set]
         # a <pair> reproduces a dynamic contact exactly only without adhesion/surface velocity
@@ -538,9 +538,9 @@ def _plan_exclusions(m, entries) -> tuple[list, list, list]:
             odd_labels = ", ".join(_geom_label(m, g) for g in sorted(set(odd)))
             refusals.append(_entry(
                 "error", "MJX_COLLISION_PAIR_UNSUPPORTED",
-                f"cannot exclude exactly the unsupported geom pairs between bodies #{b1} and #{b2}: the other "
-                f"geom pairs of these bodies use adhesion or surface velocity ({odd_labels}), "
-                "which an explicit <pair> cannot reproduce",
+                f"cannot exclude exactly the unsupported geom pairs between {_body_label(m, b1)} and "
+                f"{_body_label(m, b2)}: the other geom pairs of these bodies use adhesion or surface velocity "
+                f"({odd_labels}), which an explicit <pair> cannot reproduce",
                 "exclude the whole body pair with <exclude>, or change the geom types",
                 element="body pair", body1_id=b1, body2_id=b2, adapt="none"))
             continue
@@ -568,10 +568,10 @@ def _apply_exclusions(spec, m, delete_pairs, plan, log, why):
             sg.name = _unique_name(geom_names, f"compat_geom{g}")
         return sg.name
 
-    for ip in delete_pairs:
+    for ip, code in delete_pairs:
         g1, g2 = int(m.pair_geom1[ip]), int(m.pair_geom2[ip])
         spec.delete(spec_pairs[ip])
-        log.append(_entry(sev, "MJX_COLLISION_PAIR_UNSUPPORTED",
+        log.append(_entry(sev, code,
                           f"removed explicit <pair> #{ip} of {_geom_label(m, g1)} and {_geom_label(m, g2)}: MJX has "
                           f"no collider for it; these two geoms no longer collide ({why})",
                           element="pair", pair=ip, geom1=_geom_ctx(m, g1), geom2=_geom_ctx(m, g2), action="exclude"))
@@ -585,9 +585,9 @@ def _apply_exclusions(spec, m, delete_pairs, plan, log, why):
                           friction=prm["friction"], solref=prm["solref"], solimp=prm["solimp"],
                           solreffriction=prm["solreffriction"], margin=prm["margin"], gap=prm["gap"])
             readded.append({"geom1": _geom_ctx(m, g1), "geom2": _geom_ctx(m, g2), **prm})
-        for g1, g2 in bad:
+        for g1, g2, code in bad:
             log.append(_entry(
-                sev, "MJX_COLLISION_PAIR_UNSUPPORTED",
+                sev, code,
                 f"excluded {_enum_name(mujoco.mjtGeom, m.geom_type[g1])}-{_enum_name(mujoco.mjtGeom, m.geom_type[g2])} "
                 f"contacts between {_geom_label(m, g1)} and {_geom_label(m, g2)}: MJX has no collider for them; these "
                 f"two geoms no longer collide ({why})",
