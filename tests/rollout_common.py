@@ -1,0 +1,104 @@
+"""Shared pieces of the rollout tests: the reference run (compiled once per session), a cheap toy model
+and small integrator doubles used where the dynamics do not matter (memory, PRNG, status codes)."""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import shutil
+import tempfile
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from mjharness.integrators import StateRegistry, StateSpec
+
+try:
+    from mjharness.integrators import SemiImplicitEuler
+except ImportError:  # until the integrators land: the same scheme for hinge-only scenes without damping
+    @dataclass(frozen=True)
+    class SemiImplicitEuler:
+        name = "semi_implicit_euler"
+
+        def step(self, scene, t, x, h, ctrl=None):
+            dx = scene.dynamics(t, x, ctrl)
+            nq, nv = scene.nq, scene.nv
+            v = x[nq:nq + nv] + h * dx[nq:nq + nv]
+            return x.at[nq:nq + nv].set(v).at[:nq].add(h * v)
+
+        def config(self):
+            return {"name": self.name}
+
+from conftest import cached_scene  # noqa: E402
+
+# The reference configuration "A": every test that can shares this compiled function.
+A = dict(dt=0.001, steps=200, batch=8, record_every=10, chunk=60, seed=0)
+INTEG = SemiImplicitEuler()
+_TMP = tempfile.mkdtemp(prefix="mjharness-rollout-tests-")
+atexit.register(shutil.rmtree, _TMP, ignore_errors=True)
+
+
+def tmpdir() -> str:
+    return _TMP
+
+
+@functools.cache
+def run_a():
+    """(RolloutResult of configuration A written to a file, the integrator); compiled once per session."""
+    from mjharness.rollout import rollout
+
+    path = f"{_TMP}/a.h5"
+    return rollout(cached_scene("double_pendulum"), INTEG, out=path, progress=False, **A), INTEG
+
+
+# -- a cheap non-MuJoCo model -----------------------------------------------------------------------
+
+class Oscillator:
+    """k independent unit-mass springs, x = [q (k), v (k)], one force input per spring (nu = k)."""
+
+    def __init__(self, k: int = 3, omega: float = 2.0):
+        reg = StateRegistry()
+        reg.register("osc/q", StateSpec((k,)), model="osc")
+        reg.register("osc/v", StateSpec((k,)), model="osc")
+        self.layout = reg.finalize()
+        self.k, self.omega, self.nu = k, omega, k
+
+    def dynamics(self, t, x, ctrl=None):
+        q, v = x[:self.k], x[self.k:]
+        a = -self.omega ** 2 * q + (0.0 if ctrl is None else ctrl)
+        return jnp.concatenate([v, a])
+
+    def x0(self):
+        return np.concatenate([np.ones(self.k), np.zeros(self.k)])
+
+
+@dataclass(frozen=True)
+class ExplicitEulerDouble:
+    """x + h f(t, x): trivial to replay in numpy."""
+
+    def step(self, scene, t, x, h, ctrl=None):
+        return x + h * scene.dynamics(t, x, ctrl)
+
+
+@dataclass(frozen=True)
+class NoiseDouble:
+    """A stochastic double: x + sqrt(h) N(0, 1) drawn from the key the engine passes."""
+
+    is_stochastic = True
+
+    def step(self, scene, t, x, h, noise, ctrl=None):
+        return x + jnp.sqrt(h) * jax.random.normal(noise, x.shape, x.dtype)
+
+
+@dataclass(frozen=True)
+class UnderflowDouble:
+    """An adaptive double whose step size 'underflows' (status 2) once q[0] exceeds ``limit``."""
+
+    limit: float = 1.5
+    is_adaptive = True
+
+    def advance(self, scene, t, x, t_end, ctrl=None):
+        xn = x + (t_end - t) * scene.dynamics(t, x, ctrl)
+        return xn, jnp.where(xn[0] > self.limit, 2, 0)
