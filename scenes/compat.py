@@ -202,32 +202,34 @@ def mjx_geom_pairs(m: mujoco.MjModel) -> list[tuple[int, int, int]]:
         pairs.add((g1, g2))
         out.append((g1, g2, i))
     exclude = {int(s) for s in m.exclude_signature}
-    con = m.geom_contype | m.geom_conaffinity
+    # plain lists: this loop is O(nbody^2) in Python, as in MJX; numpy scalar indexing would dominate it
+    gtype, ctype, caff = m.geom_type.tolist(), m.geom_contype.tolist(), m.geom_conaffinity.tolist()
+    weld, parent = m.body_weldid.tolist(), m.body_parentid.tolist()
     filterparent = not (m.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_FILTERPARENT)
-    start, num = m.body_geomadr, m.body_geomnum
+    start, num = m.body_geomadr.tolist(), m.body_geomnum.tolist()
     plane, hfield = int(_G.mjGEOM_PLANE), int(_G.mjGEOM_HFIELD)
-    geoms = [[g for g in range(start[b], start[b] + num[b]) if con[g]] if num[b] > 0 else [] for b in range(m.nbody)]
+    geoms = [[g for g in range(start[b], start[b] + num[b]) if ctype[g] | caff[g]] for b in range(m.nbody)]
     for b1 in range(m.nbody):
         if not geoms[b1]:
             continue
-        w1 = m.body_weldid[b1]
-        w1p = m.body_weldid[m.body_parentid[w1]]
+        w1 = weld[b1]
+        w1p = weld[parent[w1]]
         for b2 in range(b1, m.nbody):
             if not geoms[b2] or ((b1 << 16) + b2) in exclude:
                 continue
-            w2 = m.body_weldid[b2]
+            w2 = weld[b2]
             if w1 == w2:
                 continue
-            w2p = m.body_weldid[m.body_parentid[w2]]
+            w2p = weld[parent[w2]]
             if filterparent and w1 != 0 and w2 != 0 and (w1 == w2p or w2 == w1p):
                 continue
             for g1 in geoms[b1]:
                 for g2 in geoms[b2]:
-                    a, b = (g1, g2) if m.geom_type[g1] <= m.geom_type[g2] else (g2, g1)
-                    t1, t2 = int(m.geom_type[a]), int(m.geom_type[b])
+                    a, b = (g1, g2) if gtype[g1] <= gtype[g2] else (g2, g1)
+                    t1, t2 = gtype[a], gtype[b]
                     if t1 == plane and t2 in (plane, hfield):
                         continue
-                    if not ((m.geom_contype[a] & m.geom_conaffinity[b]) | (m.geom_contype[b] & m.geom_conaffinity[a])):
+                    if not ((ctype[a] & caff[b]) | (ctype[b] & caff[a])):
                         continue
                     if (a, b) not in pairs:
                         pairs.add((a, b))
@@ -377,10 +379,15 @@ def _check_collisions(m, out):
     bad_geom: dict[int, list] = {}
     elliptic = int(m.opt.cone) == int(mujoco.mjtCone.mjCONE_ELLIPTIC)
     condim1, all_condims = [], set()
+    gtype = m.geom_type.tolist()
+    check_condim = elliptic and not off
     for g1, g2, ip in mjx_geom_pairs(m):
-        t1, t2 = int(m.geom_type[g1]), int(m.geom_type[g2])
+        t1, t2 = gtype[g1], gtype[g2]
+        ok, margin_check = (t1, t2) in COLLISION_PAIRS, t1 in _NO_MARGIN or t2 in _NO_MARGIN
+        if ok and not margin_check and not check_condim:
+            continue  # the common case, kept cheap: nothing to report
         pair_ctx = {"geom1": _geom_ctx(m, g1), "geom2": _geom_ctx(m, g2), "pair": ip if ip >= 0 else None}
-        if (t1, t2) not in COLLISION_PAIRS:
+        if not ok:
             unsupported = [g for g, t in ((g1, t1), (g2, t2)) if t not in COLLIDABLE_GEOMS]
             if unsupported:
                 for g in unsupported:
@@ -393,7 +400,7 @@ def _check_collisions(m, out):
                     f"{_geom_label(m, g1)} and {_geom_label(m, g2)} can collide{where}",
                     pair_fix, element="geom pair", **pair_ctx, adapt=adapt))
             continue
-        if _NO_MARGIN.intersection((t1, t2)):
+        if margin_check:
             margin = float(m.pair_margin[ip]) if ip >= 0 else float(m.geom_margin[g1] + m.geom_margin[g2])
             if margin != 0.0:
                 out.append(_entry(
@@ -405,10 +412,11 @@ def _check_collisions(m, out):
                                                          "margins automatically" if off else ""),
                     element="geom pair", **pair_ctx, margin=margin,
                     adapt="automatic" if off else "none"))
-        condim = _pair_condim(m, g1, g2, ip)
-        all_condims.add(condim)
-        if condim == 1:
-            condim1.append(pair_ctx)
+        if check_condim:
+            condim = _pair_condim(m, g1, g2, ip)
+            all_condims.add(condim)
+            if condim == 1:
+                condim1.append(pair_ctx)
     for g, pairs in bad_geom.items():
         out.append(_entry(
             "error", "MJX_GEOM_UNSUPPORTED",
@@ -417,7 +425,7 @@ def _check_collisions(m, out):
             "set contype=\"0\" conaffinity=\"0\" on this geom, replace it by a primitive or mesh, or load with "
             "unsupported_contacts=\"exclude\" (drops exactly its pairs)", element="geom", geom=_geom_ctx(m, g),
             pairs=pairs, adapt=adapt))
-    if elliptic and condim1 and not off:
+    if check_condim and condim1:
         only1 = all_condims == {1}
         out.append(_entry(
             "error", "MJX_CONDIM_UNSUPPORTED",
@@ -645,10 +653,13 @@ def _adapt(spec, m, fixes, exclude_opted, log):
 
 def _refusal_message(errors, fixable, exclude) -> str:
     lines = [f"MJX cannot run this model ({len(errors)} problem{'s' if len(errors) != 1 else ''}):"]
+    last = None
     for e in errors:
         lines.append(f"  - [{e['code']}] {e['message']}")
-        if e["context"].get("fix"):
-            lines.append(f"      fix: {e['context']['fix']}")
+        fix = e["context"].get("fix")
+        if fix:
+            lines.append("      fix: as above" if fix == last else f"      fix: {fix}")
+        last = fix
     if fixable:
         codes = sorted({e["code"] for e in fixable})
         lines.append(f"  ({len(fixable)} further problem(s) that mjx=\"adapt\" would fix: {', '.join(codes)})")
