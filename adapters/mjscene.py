@@ -18,6 +18,7 @@ act_dot for the activations.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -29,6 +30,8 @@ from mujoco import mjx
 from mjharness.integrators import StateError, StateLayout, StateRegistry, StateSpec
 from mjharness.integrators.policies import quat_dot, quat_normalize
 from mjharness.scenes import SceneError, load_scene, scene_info
+
+from . import noise as _noise
 
 QUATERNION_UPDATES = ("quaternion", "quaternion_highorder")
 
@@ -123,16 +126,19 @@ class MjScene:
         for name, spec in _mujoco_specs(self.model, quaternion_update):
             self.registry.register(name, spec, model=self.name)
         self._extras: dict[str, tuple[Callable, np.ndarray]] = {}
-        self._template = None
+        # Built eagerly: created lazily inside a jit/vmap trace it would leak tracers.
+        self._template = mjx.put_data(self.model, self.data)
 
     # -- registration ---------------------------------------------------------------------------
     def add_state(self, prefix: str, name: str, spec: StateSpec, derivative_fn: Callable,
-                  initial=None) -> str:
+                  initial=None, diffusion_fn: Callable | None = None) -> str:
         """Register an extra continuous state ``"<prefix>/<name>"`` integrated with the rest.
 
         ``derivative_fn(t, value, data) -> derivative`` (shape ``spec.deriv_shape``), where ``data``
         is the MJX data after ``mjx.forward`` at this stage (qpos, qvel, ctrl, sensordata, ...).
         ``initial`` (default zeros / identity quaternion) is the value ``x0()`` starts from.
+        ``diffusion_fn(t, value, data) -> (spec.noise_count, *spec.diffusion_shape)``: the state's
+        own noise (required exactly when ``spec.noise_count > 0``; see ``adapters/noise.py``).
         """
         if not isinstance(prefix, str) or not prefix or not isinstance(name, str) or not name:
             raise StateError(f"add_state needs non-empty prefix and name, got {prefix!r}, {name!r}")
@@ -149,8 +155,10 @@ class MjScene:
             init = np.zeros(spec.shape)
         if init.shape != spec.shape:
             raise StateError(f"state {full!r} has shape {spec.shape}; initial value has shape {init.shape}")
+        _noise.check_extra_diffusion(full, spec, diffusion_fn)
         self.registry.register(full, spec, model=prefix)
         self._extras[full] = (derivative_fn, init)
+        _noise.register_extra_diffusion(self, full, diffusion_fn)
         return full
 
     @property
@@ -233,8 +241,6 @@ class MjScene:
         return self.layout.reset(values or {}, base=x)
 
     def _template_data(self):
-        if self._template is None:
-            self._template = mjx.put_data(self.model, self.data)
         return self._template
 
     def to_mjx(self, x, data=None):
@@ -279,14 +285,16 @@ class MjScene:
         if self.quaternion_update == "quaternion":
             pos = [d.qvel]  # the position-derivative block is exactly qvel
         else:
+            # q-dot from the stage quaternion as given (x), not from d.qpos, which mjx.forward
+            # normalises: MuJoCo C's RK4 differentiates the unnormalised stage value.
             pos = []
             for js in self.joints:
                 v = d.qvel[js.dofadr:js.dofadr + js.nv]
                 if js.type == _JNT.mjJNT_FREE:
-                    q = d.qpos[js.qposadr + 3:js.qposadr + 7]
+                    q = x[js.qposadr + 3:js.qposadr + 7]
                     pos += [v[:3], quat_dot(q, v[3:])]
                 elif js.type == _JNT.mjJNT_BALL:
-                    pos.append(quat_dot(d.qpos[js.qposadr:js.qposadr + 4], v))
+                    pos.append(quat_dot(x[js.qposadr:js.qposadr + 4], v))
                 else:
                     pos.append(v)
         parts = pos + [qacc] + ([d.act_dot] if self.model.na else [])
@@ -345,7 +353,9 @@ class MjScene:
         as it was.
         """
         new_model = load_scene(new_model) if not isinstance(new_model, mujoco.MjModel) else new_model
-        old = [(n, self.registry.spec(n)) for n in self.registry.names if n not in self._extras]
+        # Noise sources are not part of the MuJoCo layout (they survive a recompile).
+        old = [(n, dataclasses.replace(self.registry.spec(n), noise_count=0))
+               for n in self.registry.names if n not in self._extras]
         new = _mujoco_specs(new_model, self.quaternion_update)
         if old != new:
             diff = next(((a, b) for a, b in zip(old, new) if a != b), None)
@@ -361,8 +371,30 @@ class MjScene:
                 dst[:] = src
         data.time = self.data.time
         mujoco.mj_forward(new_model, data)
-        self.model, self.mjx_model, self.data, self._template = new_model, mjx_model, data, None
+        template = mjx.put_data(new_model, data)
+        self.model, self.mjx_model, self.data, self._template = new_model, mjx_model, data, template
         self.joints = joint_states(new_model)
+
+    # -- noise (stochastic scenes; implemented in adapters/noise.py) -----------------------------
+    def add_joint_noise(self, joint: str, sigma):
+        """Generalized-force noise σ dW on every dof of ``joint``: velocity diffusion M(q)⁻¹ b σ."""
+        return _noise.add_joint_noise(self, joint, sigma)
+
+    def add_body_noise(self, body: str, force_sigma=0.0, torque_sigma=0.0):
+        """Wrench noise on ``body``: world-axis force at its COM and world-axis torque, via J_bodyᵀ."""
+        return _noise.add_body_noise(self, body, force_sigma, torque_sigma)
+
+    def diffusion(self, t, x, ctrl=None):
+        """Packed diffusion buffer (``layout.diffusion_size``) at (t, x) (one world)."""
+        return _noise.diffusion(self, t, x, ctrl)
+
+    def drift_diffusion(self, t, x, ctrl=None):
+        """(``dynamics``, ``diffusion``) sharing one ``mjx.forward``."""
+        return _noise.drift_diffusion(self, t, x, ctrl)
+
+    @property
+    def diffusion_time_dependent(self) -> bool:
+        return _noise.time_dependent(self)
 
     def __repr__(self):
         return (f"MjScene(nq={self.nq}, nv={self.nv}, nu={self.nu}, na={self.na}, states={len(self.registry.names)}, "

@@ -9,7 +9,7 @@ from importlib import resources
 
 import mujoco
 
-__all__ = ["load_scene", "list_scenes", "scene_path", "scene_info", "compat_log", "SceneError",
+__all__ = ["load_scene", "list_scenes", "scene_path", "parse_spec", "scene_info", "compat_log", "SceneError",
            "SceneInfo"]
 
 
@@ -52,8 +52,8 @@ def _describe(src: str) -> str:
     return f"XML string {one[:60]!r}{'...' if len(one) > 60 else ''}"
 
 
-def _parse(src) -> tuple[mujoco.MjSpec, str]:
-    """Parse ``src`` into an MjSpec; returns (spec, human-readable source)."""
+def parse_spec(src) -> tuple[mujoco.MjSpec, str]:
+    """Parse ``src`` (path, XML string or bundled name) into an MjSpec; returns (spec, source text)."""
     if isinstance(src, os.PathLike):
         src = os.fspath(src)
     if not isinstance(src, str):
@@ -94,7 +94,7 @@ def load_scene(src, *, mjx: str = "adapt", unsupported_contacts: str = "refuse")
 
     if isinstance(src, mujoco.MjModel):
         return src
-    spec, source = _parse(src)
+    spec, source = parse_spec(src)
     try:
         model = spec.compile()
     except Exception as e:
@@ -131,3 +131,6 @@ def scene_info(model: mujoco.MjModel) -> SceneInfo:
 def compat_log(model: mujoco.MjModel) -> list:
     """The MJX compatibility log of a model loaded by ``load_scene`` (empty when nothing applied)."""
     return scene_info(model).compat_log
+
+
+_parse = parse_spec  # older name, kept for callers inside the package

@@ -1,0 +1,24 @@
+"""Shared fixtures: scenes and compiled functions are built once per session (JIT is the cost)."""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import pytest
+
+# Keep the warp-less MJX import quiet and the XLA CPU client deterministic in tests.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from mjharness.adapters import MjScene  # noqa: E402
+
+
+@functools.cache
+def cached_scene(name: str, quaternion_update: str = "quaternion") -> MjScene:
+    """One MjScene per (bundled scene, policy) for the whole session. Do not add states to it."""
+    return MjScene(name, quaternion_update=quaternion_update)
+
+
+@pytest.fixture(scope="session")
+def scene_cache():
+    return cached_scene
