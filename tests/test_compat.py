@@ -117,6 +117,8 @@ CASES = {
     "hfield_cylinder": (HFIELD, {"MJX_COLLISION_PAIR_UNSUPPORTED"}, {"MJX_COLLISION_PAIR_UNSUPPORTED"}, set()),
     "sdf": (TORUS, {"MJX_GEOM_UNSUPPORTED"}, {"MJX_GEOM_UNSUPPORTED"}, set()),
     "mesh_margin": (MESH_MARGIN, {"MJX_MARGIN_UNSUPPORTED"}, {"MJX_MARGIN_UNSUPPORTED"}, {"MJX_MARGIN_UNSUPPORTED"}),
+    "mesh_margin_no_contacts": (MESH_MARGIN.replace("<worldbody>", '<option><flag contact="disable"/></option>'
+                                                    "<worldbody>"), {"MJX_MARGIN_UNSUPPORTED"}, set(), set()),
     "flex": (FLEX, *[{"MJX_FLEX_UNSUPPORTED", "MJX_EQUALITY_UNSUPPORTED"}] * 3),
     "adhesion_actuator": (ADHESION, {"MJX_ACTUATOR_UNSUPPORTED"}, {"MJX_ACTUATOR_UNSUPPORTED"},
                           {"MJX_ACTUATOR_UNSUPPORTED"}),
@@ -407,3 +409,20 @@ def test_format_compat_log():
     assert lines[1].split()[:2] == ["WARNING", "MJX_SOLVER_UNSUPPORTED:"]
     assert lines[-1].split()[:2] == ["INFO", "MJX_FLAG_UNSUPPORTED:"] and "'energy'" in lines[-1]
     assert format_compat_log([]) == "MJX compatibility: no changes, nothing to report"
+
+
+def test_condim1_elliptic_to_pyramidal_keeps_the_dynamics():
+    """Frictionless contacts are one normal row under either cone: MuJoCo C gives the same qacc."""
+    xml = CASES["condim1_elliptic"][0]
+    ref = mujoco.MjModel.from_xml_string(xml)
+    m = load_scene(xml)
+    assert m.opt.cone == mujoco.mjtCone.mjCONE_PYRAMIDAL and ref.opt.cone == mujoco.mjtCone.mjCONE_ELLIPTIC
+    assert [e["context"]["action"] for e in compat_log(m)] == ["cone"]
+    d_ref, d = mujoco.MjData(ref), mujoco.MjData(m)
+    for dd, mm in ((d_ref, ref), (d, m)):
+        dd.qpos[2], dd.qpos[9] = 0.05, 0.2  # ball a into the floor, ball b into ball a
+        dd.qvel[:] = np.linspace(-1, 1, mm.nv)
+        mujoco.mj_forward(mm, dd)
+    assert d_ref.ncon == 2 and set(d_ref.contact.dim) == {1}
+    np.testing.assert_allclose(d.qacc, d_ref.qacc, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(d.efc_force, d_ref.efc_force, rtol=1e-10, atol=1e-10)
