@@ -21,7 +21,7 @@ import mujoco
 import numpy as np
 
 __all__ = ["CODES", "MODES", "CONTACT_MODES", "apply", "check_mjx", "mjx_geom_pairs", "format_compat_log",
-           "compat_log_to_json", "compat_log_from_json", "is_refused"]
+           "compat_log_to_json", "compat_log_from_json", "is_refused", "require_mjx_compatible"]
 
 MODES = ("adapt", "strict")
 CONTACT_MODES = ("refuse", "exclude")
@@ -474,6 +474,23 @@ def check_mjx(model: mujoco.MjModel) -> list[dict]:
     _check_contact_sensors(model, out)
     _check_ignored(model, out)
     return out
+
+
+def require_mjx_compatible(model: mujoco.MjModel, source: str = "MjModel") -> list[dict]:
+    """Raise one ``SceneError`` listing every reason MJX would refuse ``model`` (for an MjModel that did not
+    come through ``load_scene``); returns the warnings otherwise. Changes nothing."""
+    from . import SceneError
+
+    entries = check_mjx(model)
+    errors = [e for e in entries if e["severity"] == "error"]
+    if errors:
+        fixable = [e for e in errors if e["context"].get("adapt", "none") != "none"]
+        msg = _refusal_message(errors, [], False)
+        if fixable:
+            msg += (f"\n  (load the MJCF with load_scene(..., mjx=\"adapt\") to fix "
+                    f"{', '.join(sorted({e['code'] for e in fixable}))} automatically or by opt-in)")
+        raise SceneError(source, msg, codes=_codes(errors))
+    return entries
 
 
 def is_refused(entries) -> bool:

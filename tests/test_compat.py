@@ -426,3 +426,13 @@ def test_condim1_elliptic_to_pyramidal_keeps_the_dynamics():
     assert d_ref.ncon == 2 and set(d_ref.contact.dim) == {1}
     np.testing.assert_allclose(d.qacc, d_ref.qacc, rtol=1e-10, atol=1e-10)
     np.testing.assert_allclose(d.efc_force, d_ref.efc_force, rtol=1e-10, atol=1e-10)
+
+
+def test_require_mjx_compatible_on_a_raw_mjmodel():
+    m = mujoco.MjModel.from_xml_string(CASES["ellipsoid_box"][0].replace("<option >", '<option solver="PGS">'))
+    with pytest.raises(SceneError) as info:
+        compat.require_mjx_compatible(m)
+    assert info.value.codes == ("MJX_SOLVER_UNSUPPORTED", "MJX_COLLISION_PAIR_UNSUPPORTED")
+    assert "mjx=\"adapt\"" in str(info.value) and "geom 'ga' (ellipsoid, body 'a')" in str(info.value)
+    ok = mujoco.MjModel.from_xml_string(CASES["discrete_noslip_sleep"][0])
+    assert codes(compat.require_mjx_compatible(ok), "warning") == {"MJX_FEATURE_IGNORED"}
