@@ -27,7 +27,8 @@ import sys
 
 DEFAULT_SCENE = "box_on_plane"
 DEFAULT_OUT = "rollout.h5"
-DEFAULTS = dict(integrator="rk4", steps=1000, batch=16, record_every=10, seed=0)
+# chunk 200 steps: the default 1000-step run streams 5 chunks (the progress bar and the file move).
+DEFAULTS = dict(integrator="rk4", steps=1000, batch=16, record_every=10, seed=0, chunk=200)
 
 # name -> module providing add_parser(subparsers); the first three live here.
 SUBCOMMANDS = {
@@ -72,7 +73,8 @@ def _add_run(sub):
     p.add_argument("--out", help=f"output HDF5 file (default {DEFAULT_OUT}, numbered if it exists)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     p.add_argument("--resume", metavar="FILE", help="continue FILE (killed or shorter) to --steps")
-    p.add_argument("--chunk", type=int, help="steps per compiled call (device memory holds one chunk)")
+    p.add_argument("--chunk", type=int, help=f"steps per compiled call; device memory holds one chunk of samples "
+                                             f"(default {DEFAULTS['chunk']})")
     p.add_argument("--compression", choices=("none", "gzip", "lzf"), default="none", help="HDF5 compression")
     p.add_argument("--mjx", choices=("adapt", "strict"), default="adapt",
                    help="adapt: apply and log MJX substitutions; strict: refuse models MJX cannot run")
@@ -121,7 +123,8 @@ def _resume_settings(args):
         raise CliError(f"--resume {args.resume}: the file holds no MJCF; give SCENE")
     return dict(scene=scene, integrator=integ_obj, dt=args.dt or a["dt"], steps=args.steps or a["steps"],
                 record_every=args.record_every or a["record_every"], seed=a["seed"] if args.seed is None else args.seed,
-                quaternion_update=args.quaternion_update or a.get("quaternion_update") or "quaternion")
+                quaternion_update=args.quaternion_update or a.get("quaternion_update") or "quaternion",
+                chunk=a.get("chunk"))
 
 
 def cmd_run(args) -> int:
@@ -163,7 +166,8 @@ def cmd_run(args) -> int:
     print(f"mjharness run: {_scene_label(scene_arg)}, {name}, dt={dt:g}, {s['steps']} steps, "
           f"batch {batch if batch is not None else '(file)'}, record every {s['record_every']}", file=sys.stderr)
     r = rollout(scene, integ, dt=dt, steps=s["steps"], batch=batch, seed=s["seed"], record_every=s["record_every"],
-                out=out, overwrite=args.overwrite, resume=args.resume, chunk=args.chunk, perturb=args.perturb,
+                out=out, overwrite=args.overwrite, resume=args.resume,
+                chunk=args.chunk or s.get("chunk") or DEFAULTS["chunk"], perturb=args.perturb,
                 compression=None if args.compression == "none" else args.compression, devices=args.devices,
                 watchdog_s=args.watchdog_s, progress=not args.no_progress, keep=False)
     st = r.stats

@@ -258,7 +258,8 @@ def _check_out(out, overwrite: bool):
     if os.path.isdir(path):
         raise RolloutError(f"out={out!r} is a directory, not a file path")
     if not os.path.isdir(d):
-        raise RolloutError(f"out={out!r}: directory {d!r} does not exist")
+        what = "is not a directory" if os.path.exists(d) else "does not exist"
+        raise RolloutError(f"out={out!r}: directory {d!r} {what}")
     if os.path.exists(path):
         if not overwrite:
             raise RolloutError(f"out={out!r} exists; pass overwrite=True (CLI: --overwrite) to replace it, "
