@@ -29,7 +29,7 @@ from mujoco import mjx
 
 from mjharness.integrators import StateError, StateLayout, StateRegistry, StateSpec
 from mjharness.integrators.policies import quat_dot, quat_normalize
-from mjharness.scenes import SceneError, load_scene, scene_info
+from mjharness.scenes import SceneError, compat, load_scene, scene_info
 
 from . import noise as _noise
 
@@ -96,6 +96,8 @@ def _mujoco_specs(model: mujoco.MjModel, quaternion_update: str) -> list[tuple[s
 
 
 def _put_model(model: mujoco.MjModel, source: str):
+    # Our own checks first, so a model that skipped load_scene still gets every reason at once.
+    compat.require_mjx_compatible(model, source)
     try:
         return mjx.put_model(model)
     except NotImplementedError as e:  # MJX names only the first problem; load_scene checks all first
@@ -322,11 +324,12 @@ class MjScene:
             from mujoco.mjx._src import smooth, support  # MJX's own factor/solve of M
 
             m = self.mjx_model
+            # As mjx.forward.euler (MJX 3.17): the inertia matrix lives in d._impl.M.
             if support.is_sparse(m):
-                qM = d.qM.at[m.dof_Madr].add(h * m.dof_damping)
+                M = d._impl.M.at[m.M_rowadr + m.M_rownnz - 1].add(h * m.dof_damping)
             else:
-                qM = d.qM + jnp.diag(h * m.dof_damping)
-            dh = smooth.factor_m(m, d.replace(qM=qM))
+                M = d._impl.M + jnp.diag(h * m.dof_damping)
+            dh = smooth.factor_m(m, d.tree_replace({"_impl.M": M}))
             qacc = smooth.solve_m(m, dh, d.qfrc_smooth + d.qfrc_constraint)
         return self._derivative(t, x, d, qacc)
 
