@@ -128,4 +128,12 @@ class SRA1(_Stochastic):
 
 STOCHASTIC = {c.name: c for c in (EulerMaruyama, StochasticHeun, SRA1)}
 
+try:  # the shared name registry lives with the deterministic integrators (rk.py)
+    from .rk import register_integrator
+except ImportError:  # pragma: no cover - rk.py not present yet
+    register_integrator = None
+if register_integrator is not None:
+    for _cls in STOCHASTIC.values():
+        register_integrator(_cls)
+
 __all__ = ["EulerMaruyama", "StochasticHeun", "SRA1", "Increments", "STOCHASTIC"]
