@@ -216,10 +216,12 @@ def diffusion_from_data(scene, t, x, d):
 
 
 def diffusion(scene, t, x, ctrl=None):
+    _index(scene, scene.layout)  # refuse uncovered endpoints before any MJX work
     return diffusion_from_data(scene, t, x, scene.forward(t, x, ctrl))
 
 
 def drift_diffusion(scene, t, x, ctrl=None):
     """(derivative buffer, packed diffusion) from one ``mjx.forward``."""
+    _index(scene, scene.layout)
     d = scene.forward(t, x, ctrl)
     return scene._derivative(t, x, d, d.qacc), diffusion_from_data(scene, t, x, d)
