@@ -42,7 +42,13 @@ from . import h5
 __all__ = ["rollout", "RolloutResult", "RolloutError", "resolve_scene", "resolve_integrator", "initial_states"]
 
 STATUS_OK, STATUS_NONFINITE, STATUS_UNDERFLOW = 0, 1, 2
-STATUS_NAMES = {0: "ok", 1: "non-finite state", 2: "step-size underflow"}
+STATUS_NAMES = {0: "ok", 1: "non-finite state", 2: "step-size underflow", 3: "max steps"}
+try:  # adaptive integrators define the codes they return (0 ok, 2 underflow, 3 max steps, ...)
+    from mjharness.integrators import STATUS_NAMES as _INTEG_STATUS
+
+    STATUS_NAMES = {**STATUS_NAMES, **{k: v for k, v in _INTEG_STATUS.items() if k not in (0, 1)}}
+except ImportError:  # pragma: no cover
+    pass
 DEFAULT_CHUNK_SAMPLES = 100   # samples per chunk when ``chunk`` is not given ...
 DEFAULT_CHUNK_STEPS = 1000    # ... but at least this many steps
 
