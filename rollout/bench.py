@@ -176,17 +176,22 @@ def _rss_peak() -> int:
     return int(kb if sys.platform == "darwin" else kb * 1024)
 
 
-def _timed_calls(call, state, *, repeats: int, min_time: float):
-    """Warm up once, then time ``call`` (state -> state, blocking) until ``repeats`` calls and ``min_time`` s."""
+def _timed_calls(call, state, *, repeats: int, min_time: float, pick=lambda s: s):
+    """Warm up once, then time ``call`` (state -> state, blocking) until ``repeats`` calls and ``min_time`` s.
+
+    Returns (call times, last state, ``pick(state)`` after the warm-up call, as numpy).
+    """
     import jax
+    import numpy as np
 
     state = jax.block_until_ready(call(state))  # warm-up: first-run allocations, page faults, thread pools
+    first = jax.tree_util.tree_map(lambda a: np.array(a, copy=True), pick(state))  # exactly `steps` steps from x0
     times = []
     while len(times) < repeats or sum(times) < min_time:
         t = time.perf_counter()
         state = jax.block_until_ready(call(state))
         times.append(time.perf_counter() - t)
-    return times, state
+    return times, state, first
 
 
 def _result(name, *, batch, steps, times, compile_s, mem, extra=None) -> dict:
@@ -208,11 +213,12 @@ def _bench_mjx(scene, x0, steps, fn, name, repeats, min_time):
     t = time.perf_counter()
     compiled = f.lower(d).compile()
     compile_s = time.perf_counter() - t
-    times, d = _timed_calls(compiled, d, repeats=repeats, min_time=min_time)
+    times, d, first = _timed_calls(compiled, d, repeats=repeats, min_time=min_time,
+                                   pick=lambda d: (d.qpos, d.qvel))
     ok = bool(jax.numpy.all(jax.numpy.isfinite(d.qpos)))
     mem = _device_peak() or _xla_peak(compiled)
     return _result(name, batch=x0.shape[0], steps=steps, times=times, compile_s=compile_s, mem=mem,
-                   extra=dict(finite=ok))
+                   extra=dict(finite=ok)), first
 
 
 def _bench_ours(scene, x0, steps, integ_name, dt, repeats, min_time):
@@ -232,10 +238,11 @@ def _bench_ours(scene, x0, steps, integ_name, dt, repeats, min_time):
     def call(c):
         return compiled(c[0], c[1], h)
 
-    times, (x, _) = _timed_calls(call, (x, t0), repeats=repeats, min_time=min_time)
+    times, (x, _), (first, _) = _timed_calls(call, (x, t0), repeats=repeats, min_time=min_time)
     mem = _device_peak() or _xla_peak(compiled)
     return _result(integ_name, batch=x0.shape[0], steps=steps, times=times, compile_s=compile_s, mem=mem,
-                   extra=dict(finite=bool(jnp.all(jnp.isfinite(x))), integrator=integ.config()))
+                   extra=dict(finite=bool(jnp.all(jnp.isfinite(x))), integrator=integ.config())), \
+        (first[:, scene.qpos_segment], first[:, scene.qvel_segment])
 
 
 def _native_states(scene, x0):
@@ -277,9 +284,11 @@ def _bench_native(scene, x0, steps, repeats, min_time, nthread=None):
             r.rollout(m, datas, state, nstep=steps, state=buf)
             return buf[:, -1].copy()
 
-        times, last = _timed_calls(call, s0, repeats=repeats, min_time=min_time)
+        times, last, first = _timed_calls(call, s0, repeats=repeats, min_time=min_time)
+    nq, nv = m.nq, m.nv  # mjSTATE_FULLPHYSICS rows: time, qpos, qvel, act, ...
     return _result(NATIVE, batch=B, steps=steps, times=times, compile_s=setup_s, mem=int(buf.nbytes + s0.nbytes),
-                   extra=dict(finite=bool(np.all(np.isfinite(last))), nthread=nthread))
+                   extra=dict(finite=bool(np.all(np.isfinite(last))), nthread=nthread)), \
+        (first[:, 1:1 + nq], first[:, 1 + nq:1 + nq + nv])
 
 
 def _bench_engine(scene, x0, steps, dt, record_every, out, repeats, min_time):
@@ -290,16 +299,19 @@ def _bench_engine(scene, x0, steps, dt, record_every, out, repeats, min_time):
         r = engine.rollout(scene, "semi_implicit_euler", dt=dt, steps=steps, x0=x, record_every=record_every,
                            out=out, overwrite=True, progress=False, keep=out is None)
         call.stats.append(r.stats)
+        if len(call.stats) == 1:  # the warm-up's final sample: `steps` steps from x0
+            call.last = r.x[-1]
         return x  # the same start every call: an engine call is a whole run as a user makes it
 
     call.stats = []
-    times, _ = _timed_calls(call, x0, repeats=repeats, min_time=min_time)
+    times, _, _ = _timed_calls(call, x0, repeats=repeats, min_time=min_time)
     compile_s = call.stats[0]["compile_s"]  # the warm-up compiled (or hit the in-process cache)
     name = "rollout_h5" if out else "rollout"
     run_s = [s["run_s"] for s in call.stats[1:]]
     extra = dict(record_every=record_every, chunk=call.stats[0]["chunk"], engine_run_s=run_s,
                  file_bytes=call.stats[-1]["file_bytes"], finite=all(s["worlds_failed"] == 0 for s in call.stats))
-    return _result(name, batch=x0.shape[0], steps=steps, times=times, compile_s=compile_s, mem=None, extra=extra)
+    return _result(name, batch=x0.shape[0], steps=steps, times=times, compile_s=compile_s, mem=None, extra=extra), \
+        (call.last[:, scene.qpos_segment], call.last[:, scene.qvel_segment])
 
 
 def bench_cell(scene, *, batch: int, steps: int, peers=PEERS, dt: float | None = None, record_every: int = 10,
@@ -316,7 +328,7 @@ def bench_cell(scene, *, batch: int, steps: int, peers=PEERS, dt: float | None =
     for k, v in (("batch", batch), ("steps", steps), ("repeats", repeats), ("record_every", record_every)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise BenchError(f"{k} must be an int >= 1, got {v!r}")
-    if steps % record_every:
+    if steps % record_every and {"rollout", "rollout_h5"} & set(peers):
         raise BenchError(f"steps={steps} must be a multiple of record_every={record_every}")
     scene = resolve_scene(scene)
     dt = float(scene.model.opt.timestep) if dt is None else float(dt)
@@ -325,30 +337,32 @@ def bench_cell(scene, *, batch: int, steps: int, peers=PEERS, dt: float | None =
                          f"with the model's timestep; edit the scene instead")
     x0 = initial_states(scene, batch, seed, perturb)
     say = log or (lambda s: None)
-    rows = []
+    rows, finals = [], {}
     for p in peers:
         say(f"  {p} ...")
         if p == "mjx_step":
-            r = _bench_mjx(scene, x0, steps, mjx.step, p, repeats, min_time)
+            r, fin = _bench_mjx(scene, x0, steps, mjx.step, p, repeats, min_time)
         elif p == "mjx_forward":
-            r = _bench_mjx(scene, x0, steps, mjx.forward, p, repeats, min_time)
+            r, fin = _bench_mjx(scene, x0, steps, mjx.forward, p, repeats, min_time)
         elif p in ("semi_implicit_euler", "rk4"):
-            r = _bench_ours(scene, x0, steps, p, dt, repeats, min_time)
+            r, fin = _bench_ours(scene, x0, steps, p, dt, repeats, min_time)
         elif p == NATIVE:
-            r = _bench_native(scene, x0, steps, repeats, min_time, nthread)
+            r, fin = _bench_native(scene, x0, steps, repeats, min_time, nthread)
         else:
             path = None
             if p == "rollout_h5":
                 tmp = tmpdir or tempfile.gettempdir()
                 path = os.path.join(tmp, f"mjharness-bench-{os.getpid()}.h5")
             try:
-                r = _bench_engine(scene, x0, steps, dt, record_every, path, repeats, min_time)
+                r, fin = _bench_engine(scene, x0, steps, dt, record_every, path, repeats, min_time)
             finally:
                 if path and os.path.exists(path):
                     os.remove(path)
         say(f"  {p}: {r['world_steps_per_s']:.4g} world-steps/s, compile {r['compile_s']:.1f} s")
         rows.append(r)
+        finals[p] = fin
     _add_ratios(rows)
+    _add_agreement(rows, finals)
     m = scene.model
     return dict(scene=getattr(scene, "name", "?"), source=_source(scene), nq=m.nq, nv=m.nv, nu=m.nu, ngeom=m.ngeom,
                 dt=dt, batch=batch, steps=steps, record_every=record_every, load_average=load_average(),
@@ -362,6 +376,26 @@ def _source(scene) -> str:
         return scene_info(scene.model).source
     except Exception:
         return "?"
+
+
+# Peers that integrate with MuJoCo's Euler scheme: after the same steps from the same states they must
+# agree (to rounding and solver tolerance), which shows they did the same work.
+SAME_SCHEME = ("mjx_step", "semi_implicit_euler", "mujoco_rollout", "rollout", "rollout_h5")
+
+
+def _add_agreement(rows, finals) -> None:
+    """``max_dqpos`` / ``max_dqvel``: largest |difference| from the reference peer after one call's steps."""
+    import numpy as np
+
+    ref = next((p for p in (NATIVE, REFERENCE) if p in finals), None)
+    for r in rows:
+        r["agrees_with"] = None
+        if ref is None or r["peer"] not in SAME_SCHEME:
+            continue
+        (q, v), (q0, v0) = finals[r["peer"]], finals[ref]
+        r["agrees_with"] = ref
+        r["max_dqpos"] = float(np.max(np.abs(np.asarray(q) - np.asarray(q0)), initial=0.0))
+        r["max_dqvel"] = float(np.max(np.abs(np.asarray(v) - np.asarray(v0)), initial=0.0))
 
 
 def _add_ratios(rows) -> None:
