@@ -30,13 +30,14 @@ def _body_inertia(I):
     return I.axes @ np.diag(I.moments) @ I.axes.T
 
 
-def _euler_rhs(Ib, tau=np.zeros(3)):
+def _euler_rhs(Ib, tau=None):
+    tau = np.zeros(3) if tau is None else tau
     return lambda t, w: np.linalg.solve(Ib, tau - np.cross(w, Ib @ w))
 
 
 def _full_rhs(I):
     """13-state free-body ODE (qpos, qvel as MuJoCo) with COM offset and gravity, for scipy."""
-    Ib, c, m, g = _body_inertia(I), I.com, I.mass, I.gravity
+    Ib, c, g = _body_inertia(I), I.com, I.gravity
 
     def f(t, x):
         q, v, w = x[3:7], x[7:10], x[10:13]
@@ -124,9 +125,11 @@ def test_case_files_are_complete_and_consistent():
         assert case["integrator"] in methods and set(case["expected"]) == set(methods), n
         for meth, errs in case["expected"].items():
             assert set(errs) == set(case["tolerance"]), (n, meth)
-        # The documented integrator's committed error is within the tolerance (with margin).
+        # The documented integrator's committed error is within the tolerance (deterministic cases with
+        # a margin of 2 at least; the OU case's errors are sampling errors of about 2-3 standard errors).
+        margin = 1 if methods is C.STOCHASTIC_METHODS else 2
         for k, tol in case["tolerance"].items():
-            assert case["expected"][case["integrator"]][k] <= tol / 2, (n, k)
+            assert case["expected"][case["integrator"]][k] <= tol / margin, (n, k)
     assert len(features) == 8  # each case adds its own feature
     with pytest.raises(CaseError, match="no case 'nope'"):
         C.load_case("nope")
