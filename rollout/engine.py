@@ -383,22 +383,24 @@ def _shardings(st: _Static):
 
 
 def _compiled(scene, st: _Static, args):
-    """The compiled chunk function for ``st`` (cached per scene object) and the compile time it cost."""
+    """(compiled chunk function for ``st`` (cached per scene object), compile seconds, of which tracing+lowering)."""
     try:
         per_scene = _CACHE.setdefault(scene, {})
         hash(st)
     except TypeError:  # an unhashable integrator or ctrl: compile without caching
         per_scene = None
     if per_scene is not None and st in per_scene:
-        return per_scene[st], 0.0
+        return per_scene[st], 0.0, 0.0
     ins, outs = _shardings(st)
     fn = jax.jit(_chunk_fn(scene, st), in_shardings=ins, out_shardings=outs)
     t = _time.perf_counter()
-    compiled = fn.lower(*args).compile()
+    lowered = fn.lower(*args)
+    t_lower = _time.perf_counter() - t
+    compiled = lowered.compile()  # the XLA part: served by the persistent cache when warm
     dt = _time.perf_counter() - t
     if per_scene is not None:
         per_scene[st] = compiled
-    return compiled, dt
+    return compiled, dt, t_lower
 
 
 # -- the public entry point ------------------------------------------------------------------------------
@@ -652,7 +654,7 @@ def _run(plan: _Plan, *, progress, compression, watchdog_s, keep, resume, overwr
     wids_d = jax.device_put(wids, ins[8])
     first_args = carry + scalars(k_start) + (wids_d, ctrl_chunk(k_start), params)
     t_wall = _time.perf_counter()
-    compiled, compile_s = _compiled(scene, st, first_args)
+    compiled, compile_s, trace_s = _compiled(scene, st, first_args)
 
     # Only now (inputs checked, function compiled) does anything touch the disk.
     writer = None
@@ -706,7 +708,8 @@ def _run(plan: _Plan, *, progress, compression, watchdog_s, keep, resume, overwr
             writer.close(complete=done)
     run_s = _time.perf_counter() - t_run
     steps_run = plan.steps - k_start
-    stats = dict(wall_s=_time.perf_counter() - t_wall, compile_s=compile_s, run_s=run_s, steps=steps_run,
+    stats = dict(wall_s=_time.perf_counter() - t_wall, compile_s=compile_s, trace_s=trace_s, run_s=run_s,
+                 steps=steps_run,
                  steps_per_s=steps_run / run_s if run_s > 0 else float("inf"),
                  world_steps_per_s=steps_run * B / run_s if run_s > 0 else float("inf"),
                  worlds_ok=int((status == 0).sum()), worlds_failed=int((status != 0).sum()),

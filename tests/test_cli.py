@@ -2,7 +2,7 @@
 bad input, and the subcommand registry.
 
 One cold compile: ``mjharness run`` with no arguments (bundled default scene). The killed run and its
-resume use the same defaults, so they load that compile from JAX's persistent cache.
+resume use configuration A of the rollout tests (double pendulum), compared with it in this process.
 """
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ import h5py
 import mujoco
 import numpy as np
 import pytest
+from rollout_common import INTEG, A, cached_scene
 
-from mjharness.rollout import cli, open_rollout
+from mjharness.rollout import cli, open_rollout, rollout
 from mjharness.scenes import scene_path
 
 
@@ -65,36 +66,39 @@ def _samples(path):
         return -1
 
 
-def test_sigkill_leaves_a_readable_partial_file_and_resume_completes_it(default_run, tmp_path):
-    d, p = default_run
-    assert p.returncode == 0
-    with open_rollout(d / cli.DEFAULT_OUT) as f:
-        full = f.x
+def test_sigkill_leaves_a_readable_partial_file_and_resume_completes_it(tmp_path):
+    """Configuration A of the rollout tests, 6000 steps, through the CLI: killed, read, resumed."""
+    steps = 6000
     path = tmp_path / "killed.h5"
-    proc = subprocess.Popen(_cmd() + ["run", "--out", str(path), "--no-progress"], cwd=tmp_path,
+    args = ["run", "double_pendulum", "--integrator", INTEG.name, "--dt", str(A["dt"]), "--batch", str(A["batch"]),
+            "--chunk", str(A["chunk"]), "--record-every", str(A["record_every"]), "--seed", str(A["seed"]),
+            "--steps", str(steps)]
+    proc = subprocess.Popen(_cmd() + args + ["--out", str(path), "--no-progress"], cwd=tmp_path,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 600
-        while _samples(path) < 20 and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.02)
+        while _samples(path) < 6 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
         if proc.poll() is None:
             os.kill(proc.pid, signal.SIGKILL)
     finally:
         proc.wait(timeout=60)
     assert proc.returncode == -signal.SIGKILL, proc.stderr.read()[-2000:]
+    # the uninterrupted run, in this process (the compiled function of configuration A)
+    full = rollout(cached_scene("double_pendulum"), INTEG, progress=False, **dict(A, steps=steps)).x
     with open_rollout(path) as f:
         assert not f.complete
         n = f.samples
-        assert 20 <= n < 100 and n % 20 == 0  # whole chunks of 200 steps / 10 per sample
+        assert 6 <= n < steps // 10 and n % 6 == 0  # whole chunks of 60 steps / 10 per sample
         assert np.array_equal(f.x, full[:n])  # every flushed chunk, exactly
     r = subprocess.run(_cmd() + ["run", "--resume", str(path), "--no-progress"], cwd=tmp_path, capture_output=True,
                        text=True, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
-    print(r.stdout)
+    assert "worlds: 8/8 ok" in r.stdout
     with open_rollout(path) as f:
-        assert f.complete and f.samples == 100
+        assert f.complete and f.samples == steps // 10
         assert np.array_equal(f.x, full)  # resumed == uninterrupted, bit for bit
-        assert np.array_equal(f.qpos, full[..., :7])
+        assert np.array_equal(f.qpos, full[..., :2])
 
 
 def test_show_prints_layout_and_plots(default_run, tmp_path, capsys):

@@ -10,7 +10,6 @@ start-up; peak RSS needs a fresh process).
 from __future__ import annotations
 
 import copy
-import json
 import os
 import subprocess
 import sys
