@@ -57,7 +57,7 @@ def main(argv=None) -> int:
         raise SystemExit("--batch, --steps, --chunk and --devices must be >= 1")
     if a.devices > 1 and a.batch % a.devices:
         raise SystemExit(f"--batch {a.batch} is not divisible by --devices {a.devices}")
-    # Everything XLA reads at start-up must be in place before the first JAX import below.
+    # XLA reads XLA_FLAGS when its backend starts (the first array), which happens below.
     if a.xla_flags:
         os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + a.xla_flags).strip()
     if a.no_cache:
@@ -73,6 +73,16 @@ def main(argv=None) -> int:
     from mjharness.rollout.watchdog import DeviceStallError, Watchdog
     from mjharness.scenes import load_scene
 
+    # Importing mjharness.rollout (runpy does, before main) already ran _config with the environment
+    # the process started with; say width and cache again so the run is the one asked for.
+    jax.config.update("jax_enable_x64", a.dtype == "float64")
+    if a.no_cache:
+        jax.config.update("jax_enable_compilation_cache", False)
+    from jax._src import xla_bridge
+
+    if a.xla_flags and getattr(xla_bridge, "backends_are_initialized", lambda: False)():
+        raise SystemExit("--xla-flags: the XLA backend was started before the flags could apply; "
+                         "set XLA_FLAGS in the environment instead")
     if a.no_async:
         jax.config.update("jax_cpu_enable_async_dispatch", False)
     if a.devices > 1:
@@ -97,7 +107,8 @@ def main(argv=None) -> int:
         "iterations": int(model.opt.iterations), "ls_iterations": int(model.opt.ls_iterations),
         "devices": a.devices, "xla_flags": os.environ.get("XLA_FLAGS", ""),
         "async_dispatch": bool(jax.config.values.get("jax_cpu_enable_async_dispatch", True)),
-        "cache_dir": jax.config.values.get("jax_compilation_cache_dir") or "", "cpus": os.cpu_count(),
+        "cache_dir": (jax.config.values.get("jax_compilation_cache_dir") or "")
+        if jax.config.values.get("jax_enable_compilation_cache", True) else "", "cpus": os.cpu_count(),
     }
     try:
         import jaxlib
@@ -132,7 +143,7 @@ def main(argv=None) -> int:
     try:
         # put_data and step disagree on integer widths of contact index fields under x64 (DESIGN §7):
         # give the input step's output dtypes, so every call on its own output has one signature.
-        out_shapes = jax.eval_shape(fn, mx, batch)
+        out_shapes = jax.eval_shape(step, mx, batch)
         batch = jax.tree.map(lambda x, s: x.astype(s.dtype), batch, out_shapes)
         compiled = wd(lambda: jitted.lower(mx, batch).compile(), step="compile")
         rec["compile_s"] = round(time.perf_counter() - t0, 3)
@@ -154,6 +165,7 @@ def main(argv=None) -> int:
     rec["world_steps_per_s"] = round(a.batch * timed_steps / run, 1) if timed_steps else None
     rec["finite"] = bool(jnp.all(jnp.isfinite(d.qpos)) and jnp.all(jnp.isfinite(d.qvel)))
     rec["time"] = float(d.time[0])
+    rec["qpos_dtype"] = str(d.qpos.dtype)
     # Every world starts from the same state, so the batch must agree with itself exactly.
     rec["batch_spread"] = float(jnp.max(jnp.abs(d.qpos - d.qpos[:1])))
     if a.check:

@@ -53,8 +53,10 @@ def humanoid_run():
     cmd = [sys.executable, "-m", "mjharness.rollout.hangrepro", "--scene", "humanoid", "--batch", str(BATCH),
            "--steps", str(STEPS), "--dtype", "float64", "--keyframe", "0", "--check", "--stall-s", "120"]
     try:
-        # The limit covers a cold compile on a busy 2-core machine; the run itself takes about a second.
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=480)
+        # A hang is caught inside by the watchdog (--stall-s: no progress for 120 s, compiling counts as
+        # progress) and reported as status "stalled". This outer limit is only the backstop: it must
+        # cover a cold compile on a busy 2-core machine (measured up to ~430 s wall under load).
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
     except subprocess.TimeoutExpired as e:
         pytest.fail(f"hang: {' '.join(cmd)} gave no result in {e.timeout} s (issue 9)")
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
@@ -62,7 +64,8 @@ def humanoid_run():
     return proc.returncode, json.loads(lines[-1])
 
 
-@pytest.mark.timeout(600)
+@pytest.mark.slow
+@pytest.mark.timeout(1300)
 def test_humanoid_batched_steps_finish_and_match_mujoco_c(humanoid_run):
     rc, rec = humanoid_run
     assert rec["status"] == "ok" and rc == 0, rec.get("error", rec)
@@ -71,10 +74,11 @@ def test_humanoid_batched_steps_finish_and_match_mujoco_c(humanoid_run):
     assert rec["time"] == pytest.approx(STEPS * m.opt.timestep, rel=1e-12)
     assert rec["c_time"] == pytest.approx(rec["time"], rel=1e-12)
     assert rec["finite"] and rec["batch_spread"] == 0.0  # identical worlds stay identical under vmap
-    # Independent reference: MuJoCo C from the same keyframe. MJX's Newton solver (1 iteration,
-    # 4 line-search steps, as the scene asks) is not C's bit for bit; 20 steps in contact agree to
-    # well under a millimetre / milliradian.
-    assert rec["max_abs_qpos_vs_c"] < 1e-3
+    assert rec["qpos_dtype"] == "float64"
+    # Independent reference: MuJoCo C from the same keyframe (feet and floor in contact). In float64
+    # MJX's Newton solver (1 iteration, 4 line-search steps, as the scene asks) tracks C to rounding:
+    # measured 3.8e-15 after 20 steps; the bound leaves room for other BLAS/CPU summation orders.
+    assert rec["max_abs_qpos_vs_c"] < 1e-9
 
 
 # ---------------------------------------------------------------- the watchdog, with test doubles
