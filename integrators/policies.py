@@ -4,7 +4,10 @@
 - ``quaternion``: 4 stored, 3-component increment applied as q <- normalize(q) * exp(dx) (body
   frame), exactly MuJoCo's ``mju_quatIntegrate``; stays unit without renormalisation drift.
 - ``quaternion_highorder``: 4-component increment added as an ordinary vector (stage values are
-  not normalised, as in MuJoCo C's RK4); ``project`` normalises after the step.
+  not normalised); ``project`` normalises after the step.
+
+Multi-stage methods on ``quaternion`` states feed the tableau dexp^-1-corrected stage derivatives
+(RKMK, ``lie.py``); that, not the highorder policy, is what MuJoCo C 4.0's RK4 does.
 
 All functions take flat ``(n,)`` buffers (vmap for batches) and a static ``StateLayout``; the
 loops below run over layout records at trace time only.
