@@ -362,7 +362,7 @@ def _free_slices(rec: _Recorded, model):
     return names, idx
 
 
-def _reference_from_model(rec: _Recorded, model):
+def _reference_from_model(rec: _Recorded, model, ref_dt=1e-3):
     if rec.model_params:
         raise CrossCheckError(f"{rec.path}: per-world model parameters {sorted(rec.model_params)} were randomized; "
                               f"the reference model cannot follow them (use reference='mujoco' is not possible "
@@ -370,11 +370,14 @@ def _reference_from_model(rec: _Recorded, model):
     body, info = _rigid_body(rec, model)
     t0, R, dt = _grid(rec)
     _, idx = _free_slices(rec, model)
-    ref13 = reference_model_trajectory(body, rec.x0[:, idx], len(rec.time), R, dt)
+    # Reference step: the file's dt, split into equal substeps no longer than ref_dt (so a file rolled
+    # at a coarse step, or an adaptive run's output interval, is compared with an accurate reference).
+    n_sub = max(1, math.ceil(dt / ref_dt - 1e-9)) if ref_dt else 1
+    ref13 = reference_model_trajectory(body, rec.x0[:, idx], len(rec.time), R * n_sub, dt / n_sub)
     ref = np.full_like(rec.x, np.nan)
     ref[..., idx] = ref13
     info.update(method="reference RigidBody.stepped_rk4 (MuJoCo C's RK4 treatment of the quaternion)",
-                dt=dt, steps_per_sample=R)
+                dt=dt / n_sub, steps_per_sample=R * n_sub)
     covered = set(idx.tolist())
     return ref, covered, info, body
 
@@ -580,11 +583,12 @@ def _compare(time, rec_x, ref_x, sl, is_quat, status) -> FieldResult:
 
 def crosscheck(path, reference="model", fields=None, tol=None, *, energy_tol=None, momentum_tol=None,
                invariants: bool = True, out=None, plot: bool = True, mujoco_integrator: str = "RK4",
-               save_reference=None) -> CrossCheckReport:
+               save_reference=None, ref_dt: float | None = 1e-3) -> CrossCheckReport:
     """Cross-check the rollout file ``path`` against ``reference`` and return a ``CrossCheckReport``.
 
     reference: ``"model"`` (the reference rigid-body model re-simulated with RK4 from the file's x0 at its
-        dt; the scene must be a single free body), ``"mujoco"`` (MuJoCo C ``mj_step`` with
+        dt, split into substeps of at most ``ref_dt`` (None: the file's dt); the scene must be a single
+        free body), ``"mujoco"`` (MuJoCo C ``mj_step`` with
         ``mujoco_integrator`` from x0 at the file's dt; any scene without stored controls), or the path
         of another rollout file (states matched by name, interpolated onto this file's times).
     fields: names to compare (layout states, or "qpos"/"qvel"); default every state the reference covers.
@@ -598,7 +602,7 @@ def crosscheck(path, reference="model", fields=None, tol=None, *, energy_tol=Non
     notes = []
     ref_energy = None
     if isinstance(reference, str) and reference == "model":
-        ref, covered, info, body = _reference_from_model(rec, model)
+        ref, covered, info, body = _reference_from_model(rec, model, ref_dt)
         label = "reference rigid-body model (RK4)"
     elif isinstance(reference, str) and reference == "mujoco":
         if model is None:
@@ -712,6 +716,8 @@ def add_parser(sub):
     p.add_argument("--momentum-tol", type=float, help="max allowed |L(t) - L(0)| (about the centre of mass)")
     p.add_argument("--mujoco-integrator", default="RK4", choices=("RK4", "Euler", "implicit", "implicitfast"),
                    help="integrator of the MuJoCo C peer (--reference mujoco)")
+    p.add_argument("--ref-dt", type=float, default=1e-3,
+                   help="longest step of the reference model (the file's dt is split into equal substeps; 1e-3)")
     p.add_argument("--no-invariants", action="store_true", help="skip energy/momentum")
     p.add_argument("--out", help="report prefix: writes PREFIX.json and PREFIX.png (default FILE-check)")
     p.add_argument("--no-plot", action="store_true", help="JSON only")
@@ -725,7 +731,8 @@ def main_check(args) -> int:
         rep = crosscheck(args.file, reference=args.reference, fields=args.fields, tol=_parse_tol(args.tol),
                          energy_tol=args.energy_tol, momentum_tol=args.momentum_tol,
                          invariants=not args.no_invariants, out=out, plot=not args.no_plot,
-                         mujoco_integrator=args.mujoco_integrator, save_reference=args.save_reference)
+                         mujoco_integrator=args.mujoco_integrator, save_reference=args.save_reference,
+                         ref_dt=args.ref_dt if args.ref_dt and args.ref_dt > 0 else None)
     except (CrossCheckError, RolloutFileError) as e:
         print(f"mjharness check: error: {e}", file=sys.stderr)
         return 2

@@ -107,6 +107,14 @@ def test_mujoco_c_free_body_agrees_with_reference_model(tmp_path):
     rep2 = crosscheck(write_file(str(tmp_path / "c2.h5"), FREE_XML, x0, xs2, 1e-3, 10), tol=1e-9, invariants=False)
     assert rep2.fields["lump/quat"].max_abs == rep.fields["lump/quat"].max_abs
 
+    # A coarse file (4 ms): by default the reference takes 1 ms substeps and so sees MuJoCo's own
+    # truncation error; with ref_dt=None it steps at 4 ms like the file and agrees much more closely.
+    coarse = write_file(str(tmp_path / "c4.h5"), FREE_XML, x0, mujoco_peer_trajectory(m, x0, 50, 5, 4e-3), 4e-3, 5)
+    fine = crosscheck(coarse, invariants=False)
+    same = crosscheck(coarse, invariants=False, ref_dt=None)
+    assert fine.reference_info["dt"] == pytest.approx(1e-3) and fine.reference_info["steps_per_sample"] == 20
+    assert same.max_abs < 3e-10 and fine.max_abs > 1e-9  # measured 2.1e-10 and 1.8e-9
+
 
 def test_error_location_tolerance_and_cli_exit(tmp_path, capsys):
     m = load_scene("double_pendulum")
