@@ -164,3 +164,52 @@ def test_a_long_but_busy_cpu_device_call_is_not_a_stall():
     expected = np.asarray(spin(x))
     out = Watchdog(0.2, poll_s=0.02, scene="spin", batch=1)(spin, x, step=0)
     np.testing.assert_array_equal(np.asarray(out), expected)
+
+
+# ---------------------------------------------------------------- the engine's guard, with a stuck device call
+
+class _StuckSpring:
+    """k unit springs whose dynamics calls back to the host; from time ``t_stuck`` on, the callback waits
+    on ``release``: the XLA call then sits idle with no result, like the hang of issue 9."""
+
+    name = "stuck_spring"
+
+    def __init__(self, release: threading.Event, t_stuck: float, k: int = 2):
+        from mjharness.integrators import StateRegistry, StateSpec
+
+        reg = StateRegistry()
+        reg.register("spring/q", StateSpec((k,)), model="spring")
+        reg.register("spring/v", StateSpec((k,)), model="spring")
+        self.layout = reg.finalize()
+        self.k, self.nu, self.release, self.t_stuck = k, k, release, t_stuck
+
+    def _host(self, t):
+        if float(t) >= self.t_stuck:
+            self.release.wait()
+        return np.zeros((), np.float64)
+
+    def dynamics(self, t, x, ctrl=None):
+        zero = jax.pure_callback(self._host, jax.ShapeDtypeStruct((), jnp.float64), t, vmap_method="sequential")
+        q, v = x[:self.k], x[self.k:]
+        return jnp.concatenate([v, -q + zero])
+
+    def x0(self):
+        return np.concatenate([np.ones(self.k), np.zeros(self.k)])
+
+
+@pytest.mark.timeout(300)
+def test_rollout_engine_turns_a_stuck_device_call_into_device_stall_error():
+    from mjharness.integrators import Euler
+    from mjharness.rollout import rollout
+
+    release = threading.Event()
+    dt, chunk = 0.01, 5
+    scene = _StuckSpring(release, t_stuck=chunk * dt)  # the second chunk (from step 5) gets stuck
+    try:
+        with pytest.raises(DeviceStallError) as info:
+            rollout(scene, Euler(), dt=dt, steps=4 * chunk, batch=3, chunk=chunk, progress=False, watchdog_s=0.5)
+    finally:
+        release.set()
+    err = info.value
+    assert err.context == {"scene": "stuck_spring", "batch": 3, "step": chunk}
+    assert "scene='stuck_spring', batch=3, step=5" in str(err)
