@@ -7,7 +7,10 @@ One process, one scene, one batch, one dtype; for each *peer* (``PEERS``):
 
 - ``mjx_step``: raw MJX, ``jax.jit`` of a ``lax.scan`` of ``jax.vmap(mjx.step)`` over N steps
   (MuJoCo's Euler: one ``mjx.forward`` + the Euler update, implicit damping included);
-- ``mjx_forward``: a scan of ``jax.vmap(mjx.forward)`` alone (the price of one forward per step);
+- ``mjx_forward``: one ``mjx.forward`` + MJX's plain Euler update per step (no implicit-damping solve):
+  the price of "one forward per step", the yardstick of RK4's four. (A scan of ``mjx.forward`` alone
+  would measure nothing: the state never changes, and XLA hoists the loop-invariant forward out of
+  the loop.)
 - ``semi_implicit_euler`` / ``rk4``: our integrators from the registry (``get_integrator``), the same
   jit/scan/vmap around ``integ.step`` on the value buffer ``x``;
 - ``mujoco_rollout``: MuJoCo C's multi-threaded ``mujoco.rollout`` (one thread per core) from the same
@@ -15,7 +18,9 @@ One process, one scene, one batch, one dtype; for each *peer* (``PEERS``):
 - ``rollout`` / ``rollout_h5``: our ``rollout()`` engine with SemiImplicitEuler at ``record_every``
   without and with streaming HDF5 export (the price of the export and of the engine itself).
 
-Compile time (``lower().compile()``) is reported apart; a warm-up call precedes the timed calls;
+Compile time (``lower().compile()``) is reported apart, with ``compile_cache`` saying whether JAX's
+persistent cache answered it (``hit``: the figure is a cache load, not a compile; ``miss``: a real
+compile; ``in-process``: the engine reused this process's compiled function); a warm-up call precedes the timed calls;
 every timed call ends in ``jax.block_until_ready``. Calls repeat (chained: each starts where the last
 ended) until ``min_time`` seconds and ``repeats`` calls are timed; throughput is world-steps per
 second over the timed calls. Ratios are *time* ratios: ``x_mjx = time / time of mjx_step`` (1.05
@@ -40,8 +45,8 @@ from datetime import datetime, timezone
 
 from .cli import CliError
 
-__all__ = ["PEERS", "DEFAULT_SCENES", "bench_cell", "run_bench", "format_table", "cache_check", "machine_info",
-           "add_parser", "BenchError"]
+__all__ = ["PEERS", "DEFAULT_SCENES", "FULL_PLAN", "bench_cell", "plan_cells", "run_bench", "write_json",
+           "format_table", "cache_check", "machine_info", "add_parser", "BenchError"]
 
 PEERS = ("mjx_step", "mjx_forward", "semi_implicit_euler", "rk4", "mujoco_rollout", "rollout", "rollout_h5")
 DEFAULT_SCENES = ("bench_pendulum", "bench_chain12", "humanoid")
@@ -120,6 +125,15 @@ def _mjx_batch(scene, x0):
     return jax.jit(jax.vmap(one))(x0), d0
 
 
+def _forward_update(m, d):
+    """One ``mjx.forward`` and MJX's own explicit update of act, qvel, qpos, time (``_advance``)."""
+    from mujoco import mjx
+    from mujoco.mjx._src import forward as mjx_forward
+
+    d = mjx.forward(m, d)
+    return mjx_forward._advance(m, d, d.act_dot, d.qacc)
+
+
 def _scan_mjx(m, steps: int, fn):
     """jit(scan(vmap(fn(m, d)))) over ``steps`` with the batch of data donated."""
     import jax
@@ -149,6 +163,38 @@ def _scan_ours(scene, integ, steps: int):
         return jax.lax.scan(body, (x, t), None, length=steps)[0]
 
     return jax.jit(run, donate_argnums=0)
+
+
+_CACHE_EVENTS = {"/jax/compilation_cache/cache_hits": 0, "/jax/compilation_cache/cache_misses": 0}
+_LISTENING = []
+
+
+def _cache_counts() -> tuple[int, int]:
+    """(hits, misses) of JAX's persistent compilation cache in this process so far."""
+    if not _LISTENING:
+        import jax
+
+        def listen(event, **_):
+            if event in _CACHE_EVENTS:
+                _CACHE_EVENTS[event] += 1
+
+        jax.monitoring.register_event_listener(listen)
+        _LISTENING.append(listen)
+    return tuple(_CACHE_EVENTS.values())
+
+
+def _compile(lowerable, *args):
+    """(compiled, seconds, cache) with cache = 'hit' / 'miss' / 'off' (the persistent cache's answer)."""
+    h0, m0 = _cache_counts()
+    t = time.perf_counter()
+    compiled = lowerable.lower(*args).compile()
+    dt = time.perf_counter() - t
+    return compiled, dt, _cache_word(h0, m0)
+
+
+def _cache_word(h0, m0) -> str:
+    h, m = _cache_counts()
+    return "miss" if m > m0 else "hit" if h > h0 else "off"
 
 
 def _xla_peak(compiled) -> int | None:
@@ -209,16 +255,13 @@ def _bench_mjx(scene, x0, steps, fn, name, repeats, min_time):
     import jax
 
     d, _ = _mjx_batch(scene, x0)
-    f = _scan_mjx(scene.mjx_model, steps, fn)
-    t = time.perf_counter()
-    compiled = f.lower(d).compile()
-    compile_s = time.perf_counter() - t
+    compiled, compile_s, cache = _compile(_scan_mjx(scene.mjx_model, steps, fn), d)
     times, d, first = _timed_calls(compiled, d, repeats=repeats, min_time=min_time,
                                    pick=lambda d: (d.qpos, d.qvel))
     ok = bool(jax.numpy.all(jax.numpy.isfinite(d.qpos)))
     mem = _device_peak() or _xla_peak(compiled)
     return _result(name, batch=x0.shape[0], steps=steps, times=times, compile_s=compile_s, mem=mem,
-                   extra=dict(finite=ok)), first
+                   extra=dict(finite=ok, compile_cache=cache)), first
 
 
 def _bench_ours(scene, x0, steps, integ_name, dt, repeats, min_time):
@@ -231,9 +274,7 @@ def _bench_ours(scene, x0, steps, integ_name, dt, repeats, min_time):
     f = _scan_ours(scene, integ, steps)
     x = jax.device_put(jnp.asarray(x0))
     t0, h = jnp.asarray(0.0, x.dtype), jnp.asarray(dt, x.dtype)
-    t = time.perf_counter()
-    compiled = f.lower(x, t0, h).compile()
-    compile_s = time.perf_counter() - t
+    compiled, compile_s, cache = _compile(f, x, t0, h)
 
     def call(c):
         return compiled(c[0], c[1], h)
@@ -241,7 +282,8 @@ def _bench_ours(scene, x0, steps, integ_name, dt, repeats, min_time):
     times, (x, _), (first, _) = _timed_calls(call, (x, t0), repeats=repeats, min_time=min_time)
     mem = _device_peak() or _xla_peak(compiled)
     return _result(integ_name, batch=x0.shape[0], steps=steps, times=times, compile_s=compile_s, mem=mem,
-                   extra=dict(finite=bool(jnp.all(jnp.isfinite(x))), integrator=integ.config())), \
+                   extra=dict(finite=bool(jnp.all(jnp.isfinite(x))), integrator=integ.config(),
+                              compile_cache=cache)), \
         (first[:, scene.qpos_segment], first[:, scene.qvel_segment])
 
 
@@ -304,12 +346,15 @@ def _bench_engine(scene, x0, steps, dt, record_every, out, repeats, min_time):
         return x  # the same start every call: an engine call is a whole run as a user makes it
 
     call.stats = []
+    counts = _cache_counts()
     times, _, _ = _timed_calls(call, x0, repeats=repeats, min_time=min_time)
+    cache = _cache_word(*counts) if call.stats[0]["compile_s"] > 0 else "in-process"
     compile_s = call.stats[0]["compile_s"]  # the warm-up compiled (or hit the in-process cache)
     name = "rollout_h5" if out else "rollout"
     run_s = [s["run_s"] for s in call.stats[1:]]
     extra = dict(record_every=record_every, chunk=call.stats[0]["chunk"], engine_run_s=run_s,
-                 file_bytes=call.stats[-1]["file_bytes"], finite=all(s["worlds_failed"] == 0 for s in call.stats))
+                 file_bytes=call.stats[-1]["file_bytes"], compile_cache=cache,
+                 finite=all(s["worlds_failed"] == 0 for s in call.stats))
     return _result(name, batch=x0.shape[0], steps=steps, times=times, compile_s=compile_s, mem=None, extra=extra), \
         (call.last[:, scene.qpos_segment], call.last[:, scene.qvel_segment])
 
@@ -343,7 +388,7 @@ def bench_cell(scene, *, batch: int, steps: int, peers=PEERS, dt: float | None =
         if p == "mjx_step":
             r, fin = _bench_mjx(scene, x0, steps, mjx.step, p, repeats, min_time)
         elif p == "mjx_forward":
-            r, fin = _bench_mjx(scene, x0, steps, mjx.forward, p, repeats, min_time)
+            r, fin = _bench_mjx(scene, x0, steps, _forward_update, p, repeats, min_time)
         elif p in ("semi_implicit_euler", "rk4"):
             r, fin = _bench_ours(scene, x0, steps, p, dt, repeats, min_time)
         elif p == NATIVE:
@@ -431,32 +476,64 @@ def targets(cells) -> list[dict]:
     return out
 
 
-def run_bench(scenes=DEFAULT_SCENES, batches=(1, 64, 1024), steps=1000, *, peers=PEERS, steps_for=None, log=None,
-              **kw) -> dict:
-    """The bench report: machine info, one cell per (scene, batch), the targets.
+# The measurement of the README: every peer where the targets are checked (batch 64), the scaling
+# with batch on the cheap peers (raw MJX, ours, MuJoCo C), scene size from pendulum to humanoid.
+# Each (scene, batch) compiles its own functions, so the plan keeps compiles few; steps per call are
+# sized for about a second per timed call on a 2-core CPU (min_time repeats calls when shorter).
+SCALING = ("mjx_step", "semi_implicit_euler", "mujoco_rollout")
+FULL_PLAN = (
+    ("bench_pendulum", 64, 1000, PEERS),
+    ("bench_pendulum", 1, 1000, SCALING),
+    ("bench_pendulum", 1024, 1000, SCALING),
+    ("bench_pendulum", 8192, 200, SCALING),
+    ("bench_chain12", 64, 1000, PEERS),
+    ("bench_chain12", 1024, 200, SCALING),
+    ("humanoid", 64, 200, PEERS),
+    ("bench_chain12", 1, 1000, SCALING),
+    ("humanoid", 1024, 20, SCALING),
+    ("humanoid", 1, 200, SCALING),
+)
 
-    ``steps_for(scene_name, batch) -> steps`` overrides ``steps`` per cell. A cell that fails (out of
-    memory, say) records its error and the rest go on.
+
+def plan_cells(scenes=DEFAULT_SCENES, batches=(64,), steps=1000, peers=PEERS) -> list[tuple]:
+    """(scene, batch, steps, peers) for every scene x batch."""
+    return [(s, b, steps, tuple(peers)) for s in scenes for b in batches]
+
+
+def run_bench(cells, *, log=None, json_path: str | None = None, **kw) -> dict:
+    """The bench report: machine info, one entry per (scene, batch, steps, peers) cell, the targets.
+
+    A cell that fails (out of memory, say) records its error and the rest go on. With ``json_path``
+    the report is rewritten after every cell, so a killed run keeps what it measured.
     """
     from .engine import resolve_scene
 
     say = log or (lambda s: None)
-    report = dict(machine=machine_info(), peers=list(peers), cells=[], errors=[])
-    for s in scenes:
-        scene = resolve_scene(s)  # one MjScene per scene: the engine's compile cache is per scene object
-        for b in batches:
-            n = steps_for(s, b) if steps_for else steps
-            say(f"{s}, batch {b}, {n} steps/call (load {load_average()})")
-            try:
-                report["cells"].append(bench_cell(scene, batch=b, steps=n, peers=peers, log=log, **kw))
-            except BenchError:
-                raise
-            except Exception as e:  # noqa: BLE001 - one failed cell must not lose the others
-                report["errors"].append(dict(scene=s, batch=b, error=f"{type(e).__name__}: {e}"))
-                say(f"  failed: {type(e).__name__}: {e}")
-    report["targets"] = targets(report["cells"])
-    report["load_average_end"] = load_average()
+    report = dict(machine=machine_info(), cells=[], errors=[], targets=[])
+    scenes = {}
+    for s, b, n, peers in cells:
+        if s not in scenes:  # one MjScene per scene: the engine's compile cache is per scene object
+            scenes[s] = resolve_scene(s)
+        say(f"{s}, batch {b}, {n} steps/call, peers {' '.join(peers)} (load {load_average()})")
+        try:
+            report["cells"].append(bench_cell(scenes[s], batch=b, steps=n, peers=peers, log=log, **kw))
+        except BenchError:
+            raise
+        except Exception as e:  # noqa: BLE001 - one failed cell must not lose the others
+            report["errors"].append(dict(scene=s, batch=b, error=f"{type(e).__name__}: {e}"))
+            say(f"  failed: {type(e).__name__}: {e}")
+        report["targets"] = targets(report["cells"])
+        report["load_average_end"] = load_average()
+        if json_path:
+            write_json(report, json_path)
     return report
+
+
+def write_json(report: dict, path: str) -> None:
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(report, f, indent=1, default=str)
+    os.replace(tmp, path)
 
 
 # -- output ---------------------------------------------------------------------------------------
@@ -484,16 +561,18 @@ def format_table(report: dict) -> str:
     lines = [f"mjharness bench  {m['date']}  {m['cpu']} x{m['cpu_count']}  {m['backend']} ({m['device_kind']})  "
              f"x64={m['x64']}  load {m['load_average']}",
              "  ".join(f"{k} {v}" for k, v in m["versions"].items())]
-    head = f"  {'peer':22s} {'world-steps/s':>13s} {'x mjx':>7s} {'x native':>8s} {'compile s':>9s} {'peak mem':>10s}"
+    head = (f"  {'peer':22s} {'world-steps/s':>13s} {'x mjx':>7s} {'x native':>8s} {'compile s':>9s} {'cache':>10s} "
+            f"{'peak mem':>10s}")
     for c in report["cells"]:
         lines += ["", f"{c['scene']} (nq={c['nq']} nv={c['nv']}), batch {c['batch']}, {c['steps']} steps/call, "
                       f"dt={c['dt']:g}, load {c['load_average']}", head]
         for r in c["results"]:
             xm = f"{r['x_mjx']:.3f}" if r.get("x_mjx") is not None else "-"
             xn = f"{r['x_native']:.3f}" if r.get("x_native") is not None else "-"
+            bad = "" if r.get("finite", True) else "  NON-FINITE"
+            cache = r.get("compile_cache", "-")
             lines.append(f"  {r['peer']:22s} {_si(r['world_steps_per_s']):>13s} {xm:>7s} {xn:>8s} "
-                         f"{r['compile_s']:9.2f} {_bytes(r['peak_bytes']):>10s}" + ("" if r.get("finite", True)
-                                                                                    else "  NON-FINITE"))
+                         f"{r['compile_s']:9.2f} {cache:>10s} {_bytes(r['peak_bytes']):>10s}{bad}")
     for e in report.get("errors", []):
         lines.append(f"\n{e['scene']} batch {e['batch']}: FAILED {e['error']}")
     if report.get("targets"):
@@ -568,6 +647,8 @@ def add_parser(sub):
     p.add_argument("--min-time", type=float, default=1.0, help="timed seconds at least per peer (default 1)")
     p.add_argument("--record-every", type=int, default=10, help="record_every of the engine peers (default 10)")
     p.add_argument("--nthread", type=int, help="mujoco.rollout threads (default: all cores)")
+    p.add_argument("--full", action="store_true",
+                   help="the README's measurement plan (FULL_PLAN: pendulum, chain12, humanoid at several batches)")
     p.add_argument("--cache-check", action="store_true",
                    help="also run two fresh processes against an empty compile cache (second vs first compile)")
     p.add_argument("--json", metavar="FILE", help="write the report (machine, versions, every figure) to FILE")
@@ -583,17 +664,17 @@ def cmd_bench(args) -> int:
         raise BenchError("--steps, --repeats and --record-every must be >= 1")
     scenes = args.scenes or list(DEFAULT_SCENES)
     log = None if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True))
-    report = run_bench(scenes, args.batch, args.steps, peers=args.peers, repeats=args.repeats, min_time=args.min_time,
-                       record_every=args.record_every, nthread=args.nthread, log=log)
+    cells = list(FULL_PLAN) if args.full else plan_cells(scenes, args.batch, args.steps, args.peers)
+    report = run_bench(cells, repeats=args.repeats, min_time=args.min_time, record_every=args.record_every,
+                       nthread=args.nthread, log=log, json_path=args.json)
     if args.cache_check:
         if log:
             log("compile cache check: two fresh processes ...")
-        report["cache_check"] = cache_check(scenes[0])
+        report["cache_check"] = cache_check(scenes[0] if args.scenes else "bench_chain12")
     text = format_table(report)
     print(text)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(report, f, indent=1, default=str)
+        write_json(report, args.json)
         print(f"\nwrote {args.json}")
     return 1 if report["errors"] else 0
 
