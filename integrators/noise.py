@@ -118,8 +118,12 @@ class NoisePlan:
     """Index arrays of one layout (numpy, built once, used as trace-time constants)."""
 
     slot_of: np.ndarray  # (diffusion_size,) global slot of every packed scalar
-    eu_src: np.ndarray  # packed positions of Euclidean endpoints' scalars ...
-    eu_dst: np.ndarray  # ... and where they land in the derivative buffer
+    # (deriv_size, K): the packed scalars landing on each derivative entry of a Euclidean state, in
+    # packed (slot) order, padded with diffusion_size (an appended zero). Summing the K columns one
+    # after the other fixes the order of the additions: a scatter-add over repeated indices may
+    # sum in an order that depends on the batch shape XLA compiles for, which breaks bitwise
+    # chunking invariance.
+    eu_gather: np.ndarray
     # (record, (n_local, 3) packed positions in state-local order) per quaternion state with noise
     quat: tuple
     quat_high: tuple
@@ -128,20 +132,23 @@ class NoisePlan:
 @functools.lru_cache(maxsize=64)
 def plan(layout: StateLayout) -> NoisePlan:
     slot_of = np.zeros(layout.diffusion_size, dtype=np.int32)
-    eu_src, eu_dst = [], []
-    for ep in layout.endpoints:
+    into: list[list[int]] = [[] for _ in range(layout.deriv_size)]
+    for ep in layout.endpoints:  # packed order
         block = np.arange(ep.diffusion_offset, ep.diffusion_offset + ep.tangent_size)
         slot_of[block] = ep.slot
         if layout[ep.state].update == "euclidean":
-            eu_src.append(block)
-            eu_dst.append(np.arange(ep.deriv_offset, ep.deriv_offset + ep.tangent_size))
+            for i in range(ep.tangent_size):
+                into[ep.deriv_offset + i].append(ep.diffusion_offset + i)
+    k = max((len(c) for c in into), default=0)
+    eu_gather = np.full((layout.deriv_size, k), layout.diffusion_size, dtype=np.int32)
+    for d, c in enumerate(into):
+        eu_gather[d, :len(c)] = c
     quat, quat_high = [], []
     for r in layout.special:
         if r.spec.noise_count:
             pos = np.array([np.arange(o, o + 3) for o in r.diffusion_offsets], dtype=np.int32)
             (quat if r.update == "quaternion" else quat_high).append((r, pos))
-    cat = lambda parts: np.concatenate(parts).astype(np.int32) if parts else np.zeros(0, np.int32)
-    return NoisePlan(slot_of, cat(eu_src), cat(eu_dst), tuple(quat), tuple(quat_high))
+    return NoisePlan(slot_of, eu_gather, tuple(quat), tuple(quat_high))
 
 
 def check_diffusion(layout: StateLayout, g, who: str = "diffusion"):
@@ -161,18 +168,25 @@ def apply_sde(layout: StateLayout, x, drift_dx, noise):
     """Move ``x`` by the drift increment ``drift_dx`` (derivative space, already times h) and the
     packed noise tangents ``noise`` (``weight``), every state through its policy.
 
-    Euclidean: x + drift + Σ noise (one scatter-add). ``quaternion``: q ⊗ exp(drift), then
-    ⊗ exp(δ_k) for each local source k in state-local order (rotations do not commute, so the order
-    is part of the method). ``quaternion_highorder``: the 3-vector tangent sum δ becomes the
-    4-component ½ q ⊗ [0, δ] added to the drift (q the value being moved); the step's final
-    ``project`` normalises it.
+    Euclidean: x + drift + Σ noise (gathers from index arrays, summed in packed order).
+    ``quaternion``: q ⊗ exp(drift), then ⊗ exp(δ_k) for each local source k in state-local order
+    (rotations do not commute, so the order is part of the method). ``quaternion_highorder``: the
+    3-vector tangent sum δ becomes the 4-component ½ q ⊗ [0, δ] added to the drift (q the value
+    being moved); the step's final ``project`` normalises it.
     """
     p = plan(layout)
     dx = drift_dx
-    if p.eu_src.size:
-        dx = dx.at[p.eu_dst].add(noise[p.eu_src])
+    if p.eu_gather.shape[1]:
+        padded = jnp.concatenate([noise, jnp.zeros(1, noise.dtype)])
+        acc = padded[p.eu_gather[:, 0]]
+        for k in range(1, p.eu_gather.shape[1]):  # trace time: fixed order of additions
+            acc = acc + padded[p.eu_gather[:, k]]
+        dx = dx + acc
     for r, pos in p.quat_high:
-        delta = noise[pos].sum(axis=0)
+        tangents = noise[pos]
+        delta = tangents[0]
+        for k in range(1, pos.shape[0]):  # trace time, state-local order
+            delta = delta + tangents[k]
         q = x[r.value_slice]
         dx = dx.at[r.deriv_slice].add(0.5 * quat_mul(q, jnp.concatenate([jnp.zeros(1, delta.dtype), delta])))
     out = apply_increment(layout, x, dx)
