@@ -16,7 +16,9 @@ One process, one scene, one batch, one dtype; for each *peer* (``PEERS``):
 - ``mujoco_rollout``: MuJoCo C's multi-threaded ``mujoco.rollout`` (one thread per core) from the same
   initial states (the CPU peer);
 - ``rollout`` / ``rollout_h5``: our ``rollout()`` engine with SemiImplicitEuler at ``record_every``
-  without and with streaming HDF5 export (the price of the export and of the engine itself).
+  without and with streaming HDF5 export (the price of the export and of the engine itself); each
+  call is a whole run from the initial states, of ``engine_steps`` steps (a call of at least
+  ``min_time`` seconds, so per-run setup weighs as in a real run).
 
 Compile time (``lower().compile()``) is reported apart, with ``compile_cache`` saying whether JAX's
 persistent cache answered it (``hit``: the figure is a cache load, not a compile; ``miss``: a real
@@ -333,16 +335,17 @@ def _bench_native(scene, x0, steps, repeats, min_time, nthread=None):
         (first[:, 1:1 + nq], first[:, 1 + nq:1 + nq + nv])
 
 
-def _bench_engine(scene, x0, steps, dt, record_every, out, repeats, min_time):
-    """Our rollout() with SemiImplicitEuler, recording every ``record_every``, to ``out`` (or memory)."""
+def _bench_engine(scene, x0, steps, dt, record_every, out, repeats, min_time, run_steps):
+    """Our rollout() with SemiImplicitEuler for ``run_steps`` (a multiple of ``steps``), recording every
+    ``record_every``, to ``out`` (or memory)."""
     from . import engine
 
     def call(x):
-        r = engine.rollout(scene, "semi_implicit_euler", dt=dt, steps=steps, x0=x, record_every=record_every,
+        r = engine.rollout(scene, "semi_implicit_euler", dt=dt, steps=run_steps, x0=x, record_every=record_every,
                            out=out, overwrite=True, progress=False, keep=out is None)
         call.stats.append(r.stats)
-        if len(call.stats) == 1:  # the warm-up's final sample: `steps` steps from x0
-            call.last = r.x[-1]
+        if len(call.stats) == 1:  # the warm-up's sample after `steps` steps from x0 (for the agreement)
+            call.last = r.x[steps // record_every - 1]
         return x  # the same start every call: an engine call is a whole run as a user makes it
 
     call.stats = []
@@ -355,8 +358,20 @@ def _bench_engine(scene, x0, steps, dt, record_every, out, repeats, min_time):
     extra = dict(record_every=record_every, chunk=call.stats[0]["chunk"], engine_run_s=run_s,
                  file_bytes=call.stats[-1]["file_bytes"], compile_cache=cache,
                  finite=all(s["worlds_failed"] == 0 for s in call.stats))
-    return _result(name, batch=x0.shape[0], steps=steps, times=times, compile_s=compile_s, mem=None, extra=extra), \
-        (call.last[:, scene.qpos_segment], call.last[:, scene.qvel_segment])
+    return _result(name, batch=x0.shape[0], steps=run_steps, times=times, compile_s=compile_s, mem=None,
+                   extra=extra), (call.last[:, scene.qpos_segment], call.last[:, scene.qvel_segment])
+
+
+def engine_steps(rows, steps: int, min_time: float, most: int = 50) -> int:
+    """Steps of one engine call: a whole run, as a user makes it, long enough (``min_time``, judged from
+    our SemiImplicitEuler's call time in this cell) that per-run setup (planning, the file's creation)
+    weighs as in real use; a multiple of ``steps``, at most ``most`` times it."""
+    import math
+
+    sie = next((r for r in rows if r["peer"] == "semi_implicit_euler"), None)
+    if sie is None or min_time <= 0:
+        return steps
+    return steps * max(1, min(most, math.ceil(min_time / max(sie["best_call_s"], 1e-9))))
 
 
 def bench_cell(scene, *, batch: int, steps: int, peers=PEERS, dt: float | None = None, record_every: int = 10,
@@ -399,7 +414,8 @@ def bench_cell(scene, *, batch: int, steps: int, peers=PEERS, dt: float | None =
                 tmp = tmpdir or tempfile.gettempdir()
                 path = os.path.join(tmp, f"mjharness-bench-{os.getpid()}.h5")
             try:
-                r, fin = _bench_engine(scene, x0, steps, dt, record_every, path, repeats, min_time)
+                r, fin = _bench_engine(scene, x0, steps, dt, record_every, path, repeats, min_time,
+                                       engine_steps(rows, steps, min_time))
             finally:
                 if path and os.path.exists(path):
                     os.remove(path)

@@ -36,6 +36,7 @@ def test_cell_fields_and_throughput(cell):
     for r in cell["results"]:
         assert r["calls"] == len(r["call_s"]) >= 1
         assert r["timed_s"] == pytest.approx(sum(r["call_s"]), rel=1e-5, abs=1e-5)
+        assert r["steps_per_call"] == STEPS  # min_time=0: engine calls are not lengthened
         assert r["world_steps_per_s"] == pytest.approx(B * STEPS * r["calls"] / r["timed_s"], rel=1e-12)
         assert r["compile_s"] >= 0 and r["rss_peak"] > 0 and r["finite"]
     by = {r["peer"]: r for r in cell["results"]}
@@ -104,6 +105,14 @@ def test_cli_json_and_table(tmp_path, capsys):
         assert r["calls"] >= 2 and r["x_native"] == 1.0 and r["x_mjx"] is None
         assert math.isfinite(r["world_steps_per_s"]) and r["world_steps_per_s"] > 0
     assert rep["errors"] == [] and rep["targets"] == []
+
+
+def test_engine_steps_lengthen_short_calls():
+    rows = [dict(peer="semi_implicit_euler", best_call_s=0.3)]
+    assert bench.engine_steps(rows, 100, 1.0) == 400  # ceil(1.0 / 0.3) = 4 calls' worth
+    assert bench.engine_steps(rows, 100, 0.2) == 100
+    assert bench.engine_steps(rows, 100, 1e6) == 100 * 50  # capped
+    assert bench.engine_steps([], 100, 1.0) == 100
 
 
 def test_bad_input_is_a_clear_error(capsys):
