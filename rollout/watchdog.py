@@ -22,7 +22,9 @@ bounds the whole device call: size it above the longest chunk.
 
 from __future__ import annotations
 
+import functools
 import os
+import queue
 import sys
 import threading
 import time
@@ -82,6 +84,7 @@ def watchdog_timeout(timeout_s: float | None = None) -> float:
     return float(timeout_s)
 
 
+@functools.lru_cache(maxsize=1)
 def _is_cpu_backend() -> bool:
     try:
         import jax
@@ -120,6 +123,38 @@ def _ready(out):
     return jax.block_until_ready(out)
 
 
+class _Worker:
+    """A daemon thread that runs guarded calls one at a time. Workers are reused: a fresh thread per
+    call costs ~1 ms (thread start and JAX's per-thread state), as much as a small MJX step."""
+
+    def __init__(self):
+        self.jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self.thread = threading.Thread(target=self._loop, name="mjharness-watchdog-worker", daemon=True)
+        self.thread.start()
+
+    def _loop(self):
+        while True:
+            fn, args, kwargs, box, done = self.jobs.get()
+            try:
+                box["out"] = _ready(fn(*args, **kwargs))
+            except BaseException as e:  # noqa: B036 - handed to the caller's thread as is
+                box["err"] = e
+            finally:
+                done.set()
+            del fn, args, kwargs, box, done  # hold no reference to the caller's arrays between calls
+
+
+_IDLE: list = []  # workers free for the next call; a stuck worker is never put back
+_IDLE_LOCK = threading.Lock()
+
+
+def _take_worker() -> _Worker:
+    with _IDLE_LOCK:
+        if _IDLE:
+            return _IDLE.pop()
+    return _Worker()
+
+
 def call_with_watchdog(fn, *args, timeout_s: float | None = None, context: dict | None = None,
                        poll_s: float | None = None, **kwargs):
     """``jax.block_until_ready(fn(*args, **kwargs))``, raising ``DeviceStallError`` on a stall.
@@ -133,24 +168,15 @@ def call_with_watchdog(fn, *args, timeout_s: float | None = None, context: dict 
     poll = min(1.0, max(0.01, limit / 20)) if poll_s is None else float(poll_s)
     box: dict = {}
     done = threading.Event()
-
-    def work():
-        try:
-            box["out"] = _ready(fn(*args, **kwargs))
-        except BaseException as e:  # noqa: B036 - handed to the caller's thread as is
-            box["err"] = e
-        finally:
-            done.set()
-
-    worker = threading.Thread(target=work, name="mjharness-watchdog-call", daemon=True)
+    worker = _take_worker()
     cpu_backend = _is_cpu_backend()
     start = last_progress = time.monotonic()
     cpu_then = time.process_time()
     seen = None
-    worker.start()
+    worker.jobs.put((fn, args, kwargs, box, done))
     while not done.wait(poll):
         now = time.monotonic()
-        frame = sys._current_frames().get(worker.ident)
+        frame = sys._current_frames().get(worker.thread.ident)
         info = _frame_info(frame)
         cpu_now = time.process_time()
         busy = cpu_backend and (cpu_now - cpu_then) >= _CPU_BUSY_CORES * poll
@@ -159,6 +185,8 @@ def call_with_watchdog(fn, *args, timeout_s: float | None = None, context: dict 
         seen, cpu_then = info, cpu_now
         if now - last_progress >= limit:
             raise DeviceStallError(context or {}, limit, now - last_progress, now - start, _where(frame))
+    with _IDLE_LOCK:
+        _IDLE.append(worker)
     if "err" in box:
         raise box["err"]
     return box["out"]
