@@ -1,7 +1,7 @@
 """Model-independent integration layer: state registry, update policies, integrators."""
 
 from . import _config  # noqa: F401  (float64 and the compilation cache, before any array exists)
-from .lie import dexpinv, rkmk_transform
+from .lie import CrouchGrossman3, dexpinv, rkmk_transform
 from .rk import (
     INTEGRATORS,
     RK4,
@@ -39,7 +39,7 @@ __all__ = ["StateSpec", "StateRegistry", "StateLayout", "StateRecord", "StateErr
            "NoiseEndpoint",
            "Tableau", "TABLEAUX", "ExplicitRK", "EmbeddedRK",
            "Euler", "SemiImplicitEuler", "Heun", "Midpoint", "RK4", "RK38",
-           "BogackiShampine", "RKF45", "DormandPrince", "dexpinv", "rkmk_transform",
+           "BogackiShampine", "RKF45", "DormandPrince", "CrouchGrossman3", "dexpinv", "rkmk_transform",
            "INTEGRATORS", "get_integrator", "register_integrator",
            "STATUS_OK", "STATUS_NONFINITE", "STATUS_UNDERFLOW", "STATUS_MAX_STEPS", "STATUS_NAMES",
            "EulerMaruyama", "StochasticHeun", "SRA1", "Increments"]

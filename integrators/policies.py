@@ -82,3 +82,31 @@ def project(layout: StateLayout, x):
         if r.update == "quaternion_highorder":
             out = out.at[r.value_slice].set(quat_normalize(x[r.value_slice]))
     return out
+
+
+# -- RKMK (Lie-group) stage derivatives for exp-map states: see lie.py ---------------------------
+
+def dexpinv(theta, omega):
+    """theta' for q = q0 * exp(theta) moving with body angular velocity ``omega`` (trailing axis 3)."""
+    a2 = jnp.sum(theta * theta, axis=-1, keepdims=True)
+    small = a2 < 1e-2  # |theta| < 0.1: series to a^4; the next term ~ a^6 / 1.2e6 < 1e-12 relative
+    a2s = jnp.where(small, 1.0, a2)
+    a = jnp.sqrt(a2s)
+    closed = 1.0 / a2s - (1.0 + jnp.cos(a)) / (2.0 * a * jnp.sin(a))
+    series = 1.0 / 12.0 + a2 / 720.0 + a2 * a2 / 30240.0
+    c = jnp.where(small, series, closed)
+    txw = jnp.cross(theta, omega)
+    return omega + 0.5 * txw + c * jnp.cross(theta, txw)
+
+
+def rkmk_transform(layout: StateLayout, inc, k):
+    """Replace each ``quaternion`` state's stage derivative by dexp^{-1}_theta(omega), theta = ``inc``."""
+    out = k
+    for r in layout.special:
+        if r.update == "quaternion":
+            out = out.at[r.deriv_slice].set(dexpinv(inc[r.deriv_slice], k[r.deriv_slice]))
+    return out
+
+
+def has_exp_map_states(layout: StateLayout) -> bool:
+    return any(r.update == "quaternion" for r in layout.special)

@@ -28,7 +28,7 @@ import numpy as np
 
 from . import policies
 from . import tableaux as tb
-from .lie import has_exp_map_states, rkmk_transform
+from .policies import has_exp_map_states, rkmk_transform
 from .state import StateError, StateLayout
 
 # Status codes of an adaptive world (also the /status dataset of a rollout file).

@@ -23,6 +23,7 @@ from mjharness.integrators import (
     RK4,
     RK38,
     TABLEAUX,
+    CrouchGrossman3,
     Euler,
     Heun,
     Midpoint,
@@ -84,7 +85,8 @@ def test_tableau_rejects_implicit_and_bad_shapes():
 
 def test_registry_names_classes_and_config():
     expected = {"euler": Euler, "semi_implicit_euler": SemiImplicitEuler, "heun": Heun, "midpoint": Midpoint,
-                "rk4": RK4, "rk38": RK38, "bogacki_shampine": None, "rkf45": None, "dormand_prince": None}
+                "rk4": RK4, "rk38": RK38, "bogacki_shampine": None, "rkf45": None, "dormand_prince": None,
+                "crouch_grossman3": CrouchGrossman3}
     for name, cls in expected.items():
         assert name in INTEGRATORS
         if cls is not None:
@@ -351,3 +353,26 @@ def test_angular_momentum_drift_ours_mjx_and_c(brick_runs, record_property):
     for policy in ("quaternion", "quaternion_highorder"):
         assert row[f"ours_rk4_{policy}"] <= max(10 * row["mujoco_c_rk4"], 1e-11)
     assert gap["ours_rk4_quaternion"] <= 1e-9  # RKMK stages: C's RK4 itself
+
+
+# -- the Crouch–Grossman Lie-group method -----------------------------------------------------------
+
+@pytest.mark.parametrize("policy", ["quaternion", "quaternion_highorder"])
+def test_crouch_grossman3_order_and_unit_quaternion(policy):
+    scene = ToyRigidBody(update=policy)
+    w0 = np.array([0.4, 2.0, -1.0])
+    x0 = jnp.asarray(scene.x0(w0))
+    integ = get_integrator("crouch_grossman3")
+    assert isinstance(integ, CrouchGrossman3) and integ.order == 3 and not integ.is_adaptive
+
+    def run(h, n):
+        return jax.lax.fori_loop(0, n, lambda i, x: integ.step(scene, 0.0, x, h), x0)
+
+    ns = np.array([50, 100, 200, 400])
+    out = np.asarray(jax.jit(jax.vmap(run))(1.0 / ns, ns))
+    d = [np.abs(out[i] - out[i + 1]).max() for i in range(3)]
+    p = np.log2(np.array(d[:-1]) / np.array(d[1:]))
+    print(f"crouch_grossman3/{policy}: orders {np.round(p, 3)}")
+    assert np.all(np.abs(p - 3) <= 0.2), p
+    assert np.abs(out[-1, 4:] - torque_free_omega(scene.inertia, w0, 1.0)).max() < 1e-7
+    assert np.abs(np.linalg.norm(out[:, :4], axis=-1) - 1).max() < 1e-14
