@@ -208,6 +208,11 @@ class MjScene:
                 return slice(js.qposadr, js.qposadr + js.nq), slice(js.dofadr, js.dofadr + js.nv)
         raise KeyError(f"no joint named {name!r}; joints: {', '.join(j.name for j in self.joints)}")
 
+    @property
+    def second_order(self) -> tuple[tuple[str, str], ...]:
+        """(position state, velocity state) pairs: what SemiImplicitEuler moves with the new velocities."""
+        return tuple(p for js in self.joints for p in zip(js.positions, js.velocities))
+
     def joint_of(self, state: str) -> str | None:
         """Name of the joint a state belongs to (None for act and extra states)."""
         for js in self.joints:
