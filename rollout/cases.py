@@ -34,8 +34,17 @@ __all__ = ["CASES_DIR", "list_cases", "load_case", "run_case", "run_suite", "Cas
            "format_table", "rigid_symmetric", "euler_jacobi", "jacobi_flip_times", "symmetric_torque_omega",
            "ou_moments", "add_parser", "main_cases", "FIXED_METHODS", "STOCHASTIC_METHODS"]
 
-CASES_DIR = os.environ.get("MJHARNESS_CASES_DIR") or os.path.join(
-    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "cases")
+def _packaged_cases_dir() -> str:
+    """``data/cases`` ships as package data of ``mjharness.data`` (editable and wheel installs alike)."""
+    try:
+        from importlib import resources
+
+        return str(resources.files("mjharness.data").joinpath("cases"))
+    except (ImportError, TypeError):  # pragma: no cover - a source tree without the install
+        return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "cases")
+
+
+CASES_DIR = os.environ.get("MJHARNESS_CASES_DIR") or _packaged_cases_dir()
 FIXED_METHODS = ("euler", "semi_implicit_euler", "heun", "midpoint", "rk4", "rk38")
 STOCHASTIC_METHODS = ("euler_maruyama", "stochastic_heun", "sra1")
 

@@ -1,0 +1,1 @@
+"""Reference data committed with the project (check cases: ``cases/*.json``)."""
