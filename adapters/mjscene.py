@@ -108,8 +108,10 @@ class MjScene:
     """A MuJoCo model registered as named states (see module docstring).
 
     ``model``: an ``MjModel`` or anything ``load_scene`` accepts. ``quaternion_update`` picks the
-    policy of every ball/free attitude: ``"quaternion"`` (exp map, MuJoCo C's Euler) or
-    ``"quaternion_highorder"`` (4-component q-dot, normalised after the step: MuJoCo C's RK4).
+    policy of every ball/free attitude: ``"quaternion"`` (3-component exp map: MuJoCo C's Euler, and
+    with our multi-stage RK methods Runge-Kutta-Munthe-Kaas stages, which is what MuJoCo C 4.0's RK4
+    does to 1e-14) or ``"quaternion_highorder"`` (4-component q-dot integrated as a vector, normalised
+    after the step; agrees with C's RK4 only to O(h^5 w^5) per step).
     The layout is finalized on first use of ``layout``; ``add_state`` must come before that.
     """
 
