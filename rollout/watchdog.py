@@ -3,7 +3,7 @@
 jax/jaxlib 0.10.x on CPU were seen to hang executing batched humanoid-scale ``mjx.step`` calls: the
 CPU goes idle, XLA's worker threads wait for work and the caller waits forever for a result buffer.
 An XLA call cannot be cancelled from Python, so the guard runs the call and its blocking wait
-(``jax.block_until_ready``) in a daemon worker thread and watches it from the caller's thread:
+(``jax.block_until_ready``) in a (reused) daemon worker thread and watches it from the caller's thread:
 
     wd = Watchdog(scene="humanoid", batch=64)              # once per rollout
     carry = wd(chunk_fn, carry, step=k)                     # once per chunk: result is ready
@@ -34,8 +34,8 @@ __all__ = ["DeviceStallError", "Watchdog", "call_with_watchdog", "watchdog_timeo
 
 ENV_VAR = "MJHARNESS_WATCHDOG_S"
 DEFAULT_TIMEOUT_S = 300.0
-# Process CPU time per wall second above which a CPU-backend call counts as working. The stuck call
-# measured in issue 9 uses ~0; a real XLA CPU computation uses about one core or more.
+# Process CPU time per wall second above which a CPU-backend call counts as working. The hang reported
+# in issue 9 left the CPU idle; a real XLA CPU computation uses about one core or more.
 _CPU_BUSY_CORES = 0.1
 # Innermost frames in these JAX modules mean "compiling or reading the compile cache": progress.
 _COMPILE_FILES = ("compiler.py", "compilation_cache.py", "cache_key.py")
