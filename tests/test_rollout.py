@@ -343,7 +343,7 @@ def test_four_host_devices_equal_one(rollout_a):
 
 
 _MEM = """
-    import resource, sys
+    import sys
     from rollout_common import Oscillator, ExplicitEulerDouble
     from mjharness.rollout import rollout, open_rollout
     steps, out = int(sys.argv[1]), sys.argv[2]
@@ -351,7 +351,10 @@ _MEM = """
                 record_every=1, chunk=250, out=out, keep=False, progress=False)
     with open_rollout(out) as f:
         assert f.complete and f.samples == steps
-    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+    # VmHWM, not ru_maxrss: Linux carries ru_maxrss across fork+exec, so a child of a big pytest
+    # process would report its parent's peak.
+    with open("/proc/self/status") as st:
+        print(next(int(line.split()[1]) for line in st if line.startswith("VmHWM:")))
 """
 
 
