@@ -1,7 +1,8 @@
 """A guard against device calls that never return (issue 9): a stall becomes an error, not a hang.
 
-jax/jaxlib 0.10.x on CPU were seen to hang executing batched humanoid-scale ``mjx.step`` calls: the
-CPU goes idle, XLA's worker threads wait for work and the caller waits forever for a result buffer.
+jax/jaxlib 0.10.x on CPU hang executing batched humanoid-scale ``mjx.step`` calls (measured: batch 64
+sharded over two CPU devices, every 0.10.x; 0.9.2 runs): the CPU goes idle, XLA's worker threads wait
+for work and the caller waits forever for a result buffer.
 An XLA call cannot be cancelled from Python, so the guard runs the call and its blocking wait
 (``jax.block_until_ready``) in a (reused) daemon worker thread and watches it from the caller's thread:
 
@@ -59,8 +60,9 @@ class DeviceStallError(RuntimeError):
         super().__init__(
             f"device call made no progress for {stalled_s:.1f} s (limit {timeout_s:g} s; call running "
             f"{elapsed_s:.1f} s) at {named}; the worker is stuck at {where}. The call cannot be "
-            f"cancelled: restart the process. A known cause is jax/jaxlib 0.10.x on CPU with large "
-            f"MJX scenes (issue 9, README); set {ENV_VAR} (seconds, 0 = off) or timeout_s to change the limit."
+            f"cancelled: restart the process. A known cause is jax/jaxlib 0.10.x on CPU with a large MJX "
+            f"scene sharded over several CPU devices (issue 9, README: use jax<0.10); set {ENV_VAR} "
+            f"(seconds, 0 = off) or timeout_s to change the limit."
         )
 
 
