@@ -28,7 +28,7 @@ import numpy as np
 from mujoco import mjx
 
 from mjharness.integrators import StateError, StateLayout, StateRegistry, StateSpec
-from mjharness.integrators.policies import quat_dot, quat_normalize
+from mjharness.integrators.policies import quat_dot
 from mjharness.scenes import SceneError, compat, load_scene, scene_info
 
 from . import noise as _noise
@@ -249,12 +249,9 @@ class MjScene:
             x = np.broadcast_to(x, (batch, x.size)).copy()
         return self.layout.reset(values or {}, base=x)
 
-    def _template_data(self):
-        return self._template
-
     def to_mjx(self, x, data=None):
         """Write a (batched) value buffer into MJX data (qpos, qvel, act)."""
-        data = self._template_data() if data is None else data
+        data = self._template if data is None else data
         upd = dict(qpos=x[..., self.qpos_segment], qvel=x[..., self.qvel_segment])
         if self.model.na:
             upd["act"] = x[..., self.act_segment]
@@ -283,7 +280,7 @@ class MjScene:
 
     def forward(self, t, x, ctrl=None):
         """``mjx.forward`` on the state ``x`` at time ``t`` with controls ``ctrl`` (one world)."""
-        d = self.to_mjx(x).replace(time=jnp.asarray(t, dtype=self._template_data().time.dtype))
+        d = self.to_mjx(x).replace(time=jnp.asarray(t, dtype=self._template.time.dtype))
         if ctrl is not None:
             d = d.replace(ctrl=jnp.asarray(ctrl, dtype=d.ctrl.dtype).reshape(d.ctrl.shape))
         return mjx.forward(self.mjx_model, d)
@@ -409,12 +406,3 @@ class MjScene:
     def __repr__(self):
         return (f"MjScene(nq={self.nq}, nv={self.nv}, nu={self.nu}, na={self.na}, states={len(self.registry.names)}, "
                 f"quaternion_update={self.quaternion_update!r})")
-
-
-def quat_normalize_segment(scene: MjScene, x):
-    """Normalise every quaternion in a value buffer (helper for callers that perturb states)."""
-    out = x
-    for r in scene.layout.special:
-        out = out.at[..., r.value_slice].set(quat_normalize(x[..., r.value_slice]))
-    return out
-
