@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -28,6 +29,7 @@ import numpy as np
 from mujoco import mjx
 
 from mjharness.integrators import StateError, StateLayout, StateRegistry, StateSpec
+from mjharness.integrators.digest import tree_digest
 from mjharness.integrators.policies import quat_dot
 from mjharness.scenes import SceneError, compat, load_scene, scene_info
 
@@ -402,6 +404,27 @@ class MjScene:
     @property
     def diffusion_time_dependent(self) -> bool:
         return _noise.time_dependent(self)
+
+    # -- caching ---------------------------------------------------------------------------------
+    def trace_key(self) -> str | None:
+        """sha256 of everything a trace of this scene's dynamics closes over, or None if unknowable.
+
+        The MuJoCo model (binary), its MJX model and data template (the constants a trace embeds),
+        the state layout, the quaternion policy and the noise sources. ``None`` once user callables
+        (``add_state`` derivatives or diffusions) take part: their code cannot be hashed reliably.
+        Used by the rollout engine's cache of traced functions (``rollout/aot.py``).
+        """
+        if self._extras or _noise.scene_noise(self).extras:
+            return None
+        h = hashlib.sha256()
+        mjb = np.zeros(mujoco.mj_sizeModel(self.model), np.uint8)
+        mujoco.mj_saveModel(self.model, None, mjb)
+        h.update(mjb.tobytes())
+        tree_digest(h, self.mjx_model)
+        tree_digest(h, self._template)
+        h.update(f"{type(self).__qualname__}|{self.quaternion_update}|{self.layout!r}|".encode())
+        h.update(repr(_noise.scene_noise(self).sources).encode())
+        return h.hexdigest()
 
     def __repr__(self):
         return (f"MjScene(nq={self.nq}, nv={self.nv}, nu={self.nu}, na={self.na}, states={len(self.registry.names)}, "

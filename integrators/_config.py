@@ -2,7 +2,9 @@
 
 float64 by default (set MJHARNESS_X64=0 for float32). The persistent compilation cache is on by
 default in a user cache dir (MJHARNESS_CACHE_DIR to move it, MJHARNESS_CACHE_DIR="" to turn it off),
-so a second process on the same scene skips most of its compile time.
+so a second process on the same scene skips most of its compile time. Beside it, ``exported/``
+holds the rollout engine's traced chunk functions (``rollout/aot.py``), so a second process skips
+tracing as well (MJHARNESS_EXPORT_CACHE=0 turns that part off).
 """
 
 from __future__ import annotations
@@ -17,6 +19,14 @@ def _cache_dir() -> str:
         return os.environ["MJHARNESS_CACHE_DIR"]
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "mjharness", "jax")
+
+
+def export_dir() -> str:
+    """Where ``rollout/aot.py`` keeps traced chunk functions ("" = off)."""
+    if os.environ.get("MJHARNESS_EXPORT_CACHE", "1") in ("0", "false", "False"):
+        return ""
+    cache = _cache_dir()
+    return os.path.join(cache, "exported") if cache else ""
 
 
 def configure() -> None:

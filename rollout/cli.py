@@ -174,8 +174,8 @@ def cmd_run(args) -> int:
     B = len(r.status)
     print(f"  worlds: {st['worlds_ok']}/{B} ok, {st['worlds_failed']} failed"
           + (_failed_detail(r) if st["worlds_failed"] else ""))
-    print(f"  wall {st['wall_s']:.2f} s, compile {st['compile_s']:.2f} s (trace {st['trace_s']:.2f} s), "
-          f"run {st['run_s']:.2f} s, "
+    print(f"  wall {st['wall_s']:.2f} s, compile {st['compile_s']:.2f} s (trace {st['trace_s']:.2f} s, "
+          f"{st['trace_cache']}), run {st['run_s']:.2f} s, "
           f"{st['steps_per_s']:.0f} steps/s ({st['world_steps_per_s']:.0f} world-steps/s) on {st['devices']} device(s)")
     print(f"  file {r.path} ({_fmt_bytes(st['file_bytes'])}, {len(r.time)} samples x {B} worlds x {r.layout.size} "
           f"states, complete)")

@@ -17,6 +17,7 @@ A world whose step produces a non-finite state (status 1) or whose adaptive step
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import inspect
 import json
@@ -37,7 +38,7 @@ from mjharness.integrators import StateLayout
 from mjharness.integrators.prng import step_key
 from mjharness.scenes import load_scene, scene_info
 
-from . import h5
+from . import aot, h5
 
 __all__ = ["rollout", "RolloutResult", "RolloutError", "resolve_scene", "resolve_integrator", "initial_states"]
 
@@ -383,24 +384,29 @@ def _shardings(st: _Static):
 
 
 def _compiled(scene, st: _Static, args):
-    """(compiled chunk function for ``st`` (cached per scene object), compile seconds, of which tracing+lowering)."""
+    """(compiled chunk function for ``st``, compile seconds, of which trace+lower, trace source).
+
+    Cached per scene object in this process, and on disk across processes (``aot``: the traced
+    function; JAX's persistent cache: the XLA executable). The carry (x, status, status_step) is
+    donated: each chunk's output carry reuses the input's buffers.
+    """
     try:
         per_scene = _CACHE.setdefault(scene, {})
         hash(st)
     except TypeError:  # an unhashable integrator or ctrl: compile without caching
         per_scene = None
     if per_scene is not None and st in per_scene:
-        return per_scene[st], 0.0, 0.0
+        return per_scene[st], 0.0, 0.0, "in-process"
     ins, outs = _shardings(st)
-    fn = jax.jit(_chunk_fn(scene, st), in_shardings=ins, out_shardings=outs)
-    t = _time.perf_counter()
-    lowered = fn.lower(*args)
-    t_lower = _time.perf_counter() - t
-    compiled = lowered.compile()  # the XLA part: served by the persistent cache when warm
-    dt = _time.perf_counter() - t
+    key = None
+    if st.ctrl_mode != "callable":  # a ctrl callable's code cannot be keyed
+        key = aot.chunk_key(scene, st.integ, (st.kind, st.ctrl_mode, st.params, st.samples, st.record_every,
+                                              st.batch, st.n, st.nu), args)
+    compiled, dt, t_lower, source = aot.compile_cached(_chunk_fn(scene, st), args, in_shardings=ins,
+                                                       out_shardings=outs, donate_argnums=(0, 1, 2), key=key)
     if per_scene is not None:
         per_scene[st] = compiled
-    return compiled, dt, t_lower
+    return compiled, dt, t_lower, source
 
 
 # -- the public entry point ------------------------------------------------------------------------------
@@ -428,6 +434,7 @@ class _Plan:
     attrs: dict = field(default_factory=dict)
 
 
+@functools.cache
 def _version(dist: str) -> str:
     try:
         return importlib.metadata.version(dist)
@@ -644,17 +651,20 @@ def _run(plan: _Plan, *, progress, compression, watchdog_s, keep, resume, overwr
             u = np.concatenate([u, np.zeros((B, plan.chunk - u.shape[1], u.shape[2]))], axis=1)
         return jax.device_put(np.ascontiguousarray(_pad(u, Bp).transpose(1, 0, 2)), ins[9])
 
-    def scalars(k):
-        return (jax.device_put(np.int64(k), ins[3]), jax.device_put(np.float64(plan.t0), ins[4]),
-                jax.device_put(np.float64(plan.dt), ins[5]), jax.device_put(np.int64(plan.steps), ins[6]),
-                jax.device_put(np.int64(plan.seed), ins[7]))
+    consts = (jax.device_put(np.float64(plan.t0), ins[4]), jax.device_put(np.float64(plan.dt), ins[5]),
+              jax.device_put(np.int64(plan.steps), ins[6]), jax.device_put(np.int64(plan.seed), ins[7]))
 
-    carry = (jax.device_put(_pad(np.asarray(x, np.float64), Bp), ins[0]),
-             jax.device_put(_pad(status, Bp), ins[1]), jax.device_put(_pad(status_step, Bp), ins[2]))
+    def scalars(k):
+        return (jax.device_put(np.int64(k), ins[3]),) + consts
+
+    # Copies: the carry is donated to the chunk function, and must not alias plan.x0 or a file's data.
+    carry = (jax.device_put(_pad(np.array(x, np.float64), Bp), ins[0]),
+             jax.device_put(_pad(np.array(status, np.int8), Bp), ins[1]),
+             jax.device_put(_pad(np.array(status_step, np.int64), Bp), ins[2]))
     wids_d = jax.device_put(wids, ins[8])
     first_args = carry + scalars(k_start) + (wids_d, ctrl_chunk(k_start), params)
     t_wall = _time.perf_counter()
-    compiled, compile_s, trace_s = _compiled(scene, st, first_args)
+    compiled, compile_s, trace_s, trace_source = _compiled(scene, st, first_args)
 
     # Only now (inputs checked, function compiled) does anything touch the disk.
     writer = None
@@ -679,6 +689,7 @@ def _run(plan: _Plan, *, progress, compression, watchdog_s, keep, resume, overwr
     bar = _progress(progress, plan.steps, k_start)
     t_run = _time.perf_counter()
     done = False
+    st_h, sst_h = status, status_step  # a resumed run that is already complete runs no chunk
     try:
         k = k_start
         while k < plan.steps:
@@ -687,8 +698,8 @@ def _run(plan: _Plan, *, progress, compression, watchdog_s, keep, resume, overwr
             carry = outs[:3]
             j0 = k // R
             nvalid = max(0, min(S, T - j0))
-            xs = np.asarray(outs[3])[:nvalid, :B]
-            st_h, sst_h = np.asarray(carry[1])[:B], np.asarray(carry[2])[:B]
+            xs, st_h, sst_h = jax.device_get((outs[3], carry[1], carry[2]))  # one transfer per chunk
+            xs, st_h, sst_h = xs[:nvalid, :B], st_h[:B], sst_h[:B]
             times = plan.t0 + (np.arange(j0, j0 + nvalid) + 1) * R * plan.dt
             if xs_mem is not None:
                 xs_mem[j0:j0 + nvalid] = xs
@@ -699,7 +710,7 @@ def _run(plan: _Plan, *, progress, compression, watchdog_s, keep, resume, overwr
                 bar.update(k_next - k)
                 bar.set_postfix_str(f"{int((st_h != 0).sum())} failed", refresh=False)
             k = k_next
-        status, status_step = np.asarray(carry[1])[:B], np.asarray(carry[2])[:B]
+        status, status_step = np.array(st_h), np.array(sst_h)
         done = True
     finally:
         if bar is not None:
@@ -709,6 +720,7 @@ def _run(plan: _Plan, *, progress, compression, watchdog_s, keep, resume, overwr
     run_s = _time.perf_counter() - t_run
     steps_run = plan.steps - k_start
     stats = dict(wall_s=_time.perf_counter() - t_wall, compile_s=compile_s, trace_s=trace_s, run_s=run_s,
+                 trace_cache=trace_source,
                  steps=steps_run,
                  steps_per_s=steps_run / run_s if run_s > 0 else float("inf"),
                  world_steps_per_s=steps_run * B / run_s if run_s > 0 else float("inf"),
