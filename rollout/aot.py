@@ -82,6 +82,8 @@ def chunk_key(scene, integ, static: tuple, args) -> str | None:
     if scene_key is None or integ_key is None:
         return None
     devices = jax.tree.leaves(args)[0].sharding.device_set
+    if {d.platform for d in devices} != {jax.default_backend()}:
+        return None  # jax.export lowers for the default backend only
     h = hashlib.sha256()
     for part in (*_versions(), source_digest(), scene_key, integ_key, repr(static),
                  str(bool(jax.config.jax_enable_x64)), str(jax.config.jax_default_matmul_precision),

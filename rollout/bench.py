@@ -52,10 +52,10 @@ __all__ = ["PEERS", "DEFAULT_SCENES", "FULL_PLAN", "bench_cell", "plan_cells", "
            "format_table", "cache_check", "machine_info", "add_parser", "BenchError"]
 
 PEERS = ("mjx_step", "mjx_forward", "semi_implicit_euler", "rk4", "mujoco_rollout", "rollout", "rollout_h5")
-# bench_chain12 is bundled but not in the defaults: with mujoco-mjx 3.17 / jax 0.9.2 on CPU one
-# mjx.step of a 12-hinge chain was measured at 10-25 s (6 hinges: 40 ms, 2 hinges: 3 ms, the 27-dof
-# humanoid with contacts: ~13 ms for 64 worlds), for raw MJX and ours alike (see README, benchmarks).
-DEFAULT_SCENES = ("bench_pendulum", "humanoid")
+# Scene size from 1 to 27 dof: a pendulum, a 12-hinge chain (deep body tree, no contact), a humanoid
+# with contacts. (The chain needs integrators/_config.XLA_CPU_FLAG: XLA:CPU's newer fusion emitters
+# make MJX kinematics exponential in tree depth, 10-25 s per step of one 12-hinge world.)
+DEFAULT_SCENES = ("bench_pendulum", "bench_chain12", "humanoid")
 REFERENCE = "mjx_step"
 NATIVE = "mujoco_rollout"
 
@@ -506,9 +506,13 @@ FULL_PLAN = (
     ("bench_pendulum", 1, 1000, SCALING),
     ("bench_pendulum", 1024, 1000, SCALING),
     ("bench_pendulum", 8192, 200, SCALING),
+    ("bench_chain12", 64, 500, PEERS),
+    ("bench_chain12", 1, 1000, SCALING),
+    ("bench_chain12", 1024, 50, SCALING),
     ("humanoid", 64, 200, PEERS),
     ("humanoid", 1024, 20, SCALING),
     ("humanoid", 1, 200, SCALING),
+    ("humanoid", 8192, 5, SCALING),
 )
 
 
@@ -672,7 +676,7 @@ def add_parser(sub):
     p.add_argument("--record-every", type=int, default=10, help="record_every of the engine peers (default 10)")
     p.add_argument("--nthread", type=int, help="mujoco.rollout threads (default: all cores)")
     p.add_argument("--full", action="store_true",
-                   help="the README's measurement plan (FULL_PLAN: pendulum and humanoid at several batches)")
+                   help="the README's measurement plan (FULL_PLAN: pendulum, chain12, humanoid at several batches)")
     p.add_argument("--cache-check", action="store_true",
                    help="also run, per SCENE, two fresh processes against an empty cache (second vs first compile)")
     p.add_argument("--json", metavar="FILE", help="write the report (machine, versions, every figure) to FILE")
