@@ -18,6 +18,7 @@ dtype and sharding. Unreadable or stale entries are traced again and overwritten
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import hashlib
@@ -36,6 +37,12 @@ from mjharness.integrators._config import export_dir
 __all__ = ["compile_cached", "chunk_key", "source_digest"]
 
 _SUFFIX = ".jaxexport"
+
+# Compiled chunk functions of this process by key: a repeat of a configuration whose scene is a new
+# object (``rollout("humanoid", ...)`` builds an MjScene per call) reuses the executable instead of
+# reloading the export and the XLA cache entry (~0.1 s and two log lines per call on CPU).
+_IN_PROCESS: collections.OrderedDict = collections.OrderedDict()
+_IN_PROCESS_MAX = 32
 
 
 @functools.cache
@@ -139,10 +146,14 @@ def _init_lapack() -> None:
 def compile_cached(fn, args, *, in_shardings, out_shardings, donate_argnums=(), key: str | None = None):
     """Compile ``fn`` for ``args``; returns (compiled, seconds, of which trace+lower, source).
 
-    ``source`` is ``"exported"`` when the trace came from the disk cache, ``"traced"`` when it was
-    traced here (and stored, given a ``key`` and a writable cache), ``"plain"`` without a key.
+    ``source`` is ``"in-process"`` when this process already compiled ``key``, ``"exported"`` when
+    the trace came from the disk cache, ``"traced"`` when it was traced here (and stored, given a
+    ``key`` and a writable cache), ``"plain"`` without a key.
     """
     t = _time.perf_counter()
+    if key is not None and key in _IN_PROCESS:
+        _IN_PROCESS.move_to_end(key)
+        return _IN_PROCESS[key], 0.0, 0.0, "in-process"
     jit = functools.partial(jax.jit, in_shardings=in_shardings, out_shardings=out_shardings,
                             donate_argnums=donate_argnums)
     d = export_dir()
@@ -166,4 +177,8 @@ def compile_cached(fn, args, *, in_shardings, out_shardings, donate_argnums=(), 
         lowered = jit(exp.call).lower(*args)
     t_lower = _time.perf_counter() - t
     compiled = lowered.compile()
+    if key is not None:
+        _IN_PROCESS[key] = compiled
+        while len(_IN_PROCESS) > _IN_PROCESS_MAX:
+            _IN_PROCESS.popitem(last=False)
     return compiled, _time.perf_counter() - t, t_lower, source

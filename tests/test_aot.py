@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import collections
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -19,7 +21,12 @@ KW = dict(dt=0.002, steps=40, batch=3, record_every=10, chunk=20, seed=1, progre
 def export_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("MJHARNESS_CACHE_DIR", str(tmp_path))
     monkeypatch.delenv("MJHARNESS_EXPORT_CACHE", raising=False)
+    monkeypatch.setattr(aot, "_IN_PROCESS", collections.OrderedDict())
     return tmp_path / "exported"
+
+
+def _as_if_new_process():
+    aot._IN_PROCESS.clear()  # what a fresh process starts with: only the disk cache
 
 
 def test_scene_trace_key_is_stable_and_names_what_the_trace_holds():
@@ -44,7 +51,7 @@ def test_rollout_reuses_the_exported_trace_bitwise(export_cache):
     assert first.stats["trace_cache"] == "traced"
     files = list(export_cache.glob("*.jaxexport"))
     assert len(files) == 1 and files[0].stat().st_size > 0
-    # A new scene object misses the in-process cache, so this is what a second process does.
+    _as_if_new_process()
     second = rollout(MjScene("double_pendulum"), RK4(), x0=x0, **dict(KW, batch=None))
     assert second.stats["trace_cache"] == "exported"
     assert second.stats["trace_s"] < first.stats["trace_s"]
@@ -59,9 +66,24 @@ def test_key_changes_with_integrator_batch_and_chunk(export_cache):
             for integ, kw in ((RK4(), {}), (SemiImplicitEuler(), {}), (RK4(), dict(batch=4)), (RK4(), dict(chunk=40)))]
     assert [r.stats["trace_cache"] for r in runs] == ["traced"] * 4
     assert len(list(export_cache.glob("*.jaxexport"))) == 4
+    _as_if_new_process()
     plain = rollout(sc, RK4(), ctrl=None, **KW)
     assert plain.stats["trace_cache"] == "exported"
     np.testing.assert_array_equal(plain.x, runs[0].x)
+
+
+def test_a_repeat_in_the_same_process_reuses_the_executable(export_cache, monkeypatch):
+    # rollout("name", ...) builds a new MjScene per call: the key, not the object, finds the executable.
+    first = rollout("double_pendulum", "rk4", **KW)
+    files = sorted(export_cache.glob("*.jaxexport"))
+    again = rollout("double_pendulum", "rk4", **KW)
+    assert (first.stats["trace_cache"], again.stats["trace_cache"]) == ("traced", "in-process")
+    assert again.stats["compile_s"] == 0.0 and sorted(export_cache.glob("*.jaxexport")) == files
+    np.testing.assert_array_equal(again.x, first.x)
+    monkeypatch.setattr(aot, "_IN_PROCESS_MAX", 1)  # bounded: the oldest executable goes first
+    other = rollout("double_pendulum", "rk4", **dict(KW, batch=2))
+    assert other.stats["trace_cache"] == "traced" and len(aot._IN_PROCESS) == 1
+    assert rollout("double_pendulum", "rk4", **KW).stats["trace_cache"] == "exported"
 
 
 def test_no_disk_cache_without_a_complete_key(export_cache, monkeypatch):
@@ -86,8 +108,10 @@ def test_corrupt_or_unwritable_cache_entries_are_traced_again(export_cache):
     assert src == "traced"
     path = export_cache / ("k" * 64 + ".jaxexport")
     path.write_bytes(b"not an export")
+    _as_if_new_process()
     compiled, _, _, src = aot.compile_cached(_tiny, (x,), **kw)
     assert src == "traced" and path.stat().st_size > 100  # overwritten with a good entry
+    _as_if_new_process()
     compiled2, _, _, src = aot.compile_cached(_tiny, (x,), **kw)
     assert src == "exported"
     for a, b in zip(compiled(x), compiled2(x)):
