@@ -24,8 +24,10 @@ One process, one scene, one batch, one dtype; for each *peer* (``PEERS``):
 Compile time (``lower().compile()``) is reported apart, with ``compile_cache`` saying whether JAX's
 persistent cache answered it (``hit``: the figure is a cache load, not a compile; ``miss``: a real
 compile; ``in-process``: the engine reused this process's compiled function); a warm-up call precedes the timed calls;
-every timed call ends in ``jax.block_until_ready``. Calls repeat (chained: each starts where the last
-ended) until ``min_time`` seconds and ``repeats`` calls are timed; throughput is world-steps per
+every timed call ends in ``jax.block_until_ready``. All peers of a cell are compiled and warmed up
+first, then timed *interleaved*, one call of each per round, so the peers a ratio compares run under
+the same machine conditions. Calls repeat (chained: each starts where the last ended) until
+``min_time`` seconds and ``repeats`` calls are timed per peer; throughput is world-steps per
 second over the timed calls. Ratios are *time* ratios: ``x_mjx = time / time of mjx_step`` (1.05
 means 5 % slower than raw MJX), ``x_native`` the same against ``mujoco_rollout``. Peak memory is
 XLA's own account of the compiled function (arguments + outputs + temporaries - donated aliases) or,
@@ -44,6 +46,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from .cli import CliError
@@ -228,22 +232,49 @@ def _rss_peak() -> int:
     return int(kb if sys.platform == "darwin" else kb * 1024)
 
 
-def _timed_calls(call, state, *, repeats: int, min_time: float, pick=lambda s: s):
-    """Warm up once, then time ``call`` (state -> state, blocking) until ``repeats`` calls and ``min_time`` s.
+@dataclass
+class _Peer:
+    """One peer, compiled and warmed up, ready for the interleaved timing (``_time_interleaved``)."""
 
-    Returns (call times, last state, ``pick(state)`` after the warm-up call, as numpy).
-    """
+    name: str
+    call: Callable            # state -> state
+    state: object
+    warm_s: float             # the warm-up call's seconds (sizes the engine's runs)
+    finals: tuple             # (qpos, qvel) after exactly `steps` steps from x0, for the agreement check
+    finish: Callable          # (times, final state) -> result row
+    close: Callable = lambda: None
+
+
+def _warm(call, state, pick=lambda s: s):
+    """One warm-up call (first-run allocations, page faults, thread pools): (state, pick(state) as numpy, s)."""
     import jax
     import numpy as np
 
-    state = jax.block_until_ready(call(state))  # warm-up: first-run allocations, page faults, thread pools
-    first = jax.tree_util.tree_map(lambda a: np.array(a, copy=True), pick(state))  # exactly `steps` steps from x0
-    times = []
-    while len(times) < repeats or sum(times) < min_time:
-        t = time.perf_counter()
-        state = jax.block_until_ready(call(state))
-        times.append(time.perf_counter() - t)
-    return times, state, first
+    t = time.perf_counter()
+    state = jax.block_until_ready(call(state))
+    warm_s = time.perf_counter() - t
+    return state, jax.tree_util.tree_map(lambda a: np.array(a, copy=True), pick(state)), warm_s
+
+
+def _time_interleaved(peers, *, repeats: int, min_time: float) -> dict:
+    """Time every peer's calls in rounds (one call of each per round), each until ``repeats`` calls and
+    ``min_time`` seconds; a peer that has both sits out the rest. Interleaving puts the peers a ratio
+    compares under the same machine conditions (on a shared machine the load drifts within minutes).
+    Calls are chained: each starts where the last ended. Returns {name: [seconds per call]}."""
+    import jax
+
+    times = {p.name: [] for p in peers}
+
+    def needs(p):
+        return len(times[p.name]) < repeats or sum(times[p.name]) < min_time
+
+    while any(needs(p) for p in peers):
+        for p in peers:
+            if needs(p):
+                t = time.perf_counter()
+                p.state = jax.block_until_ready(p.call(p.state))
+                times[p.name].append(time.perf_counter() - t)
+    return times
 
 
 def _result(name, *, batch, steps, times, compile_s, mem, extra=None) -> dict:
@@ -257,20 +288,23 @@ def _result(name, *, batch, steps, times, compile_s, mem, extra=None) -> dict:
     return r
 
 
-def _bench_mjx(scene, x0, steps, fn, name, repeats, min_time):
+def _setup_mjx(scene, x0, steps, fn, name) -> _Peer:
     import jax
 
     d, _ = _mjx_batch(scene, x0)
     compiled, compile_s, cache = _compile(_scan_mjx(scene.mjx_model, steps, fn), d)
-    times, d, first = _timed_calls(compiled, d, repeats=repeats, min_time=min_time,
-                                   pick=lambda d: (d.qpos, d.qvel))
-    ok = bool(jax.numpy.all(jax.numpy.isfinite(d.qpos)))
-    mem = _device_peak() or _xla_peak(compiled)
-    return _result(name, batch=x0.shape[0], steps=steps, times=times, compile_s=compile_s, mem=mem,
-                   extra=dict(finite=ok, compile_cache=cache)), first
+    d, first, warm_s = _warm(compiled, d, pick=lambda d: (d.qpos, d.qvel))
+
+    def finish(times, d):
+        ok = bool(jax.numpy.all(jax.numpy.isfinite(d.qpos)))
+        mem = _device_peak() or _xla_peak(compiled)
+        return _result(name, batch=x0.shape[0], steps=steps, times=times, compile_s=compile_s, mem=mem,
+                       extra=dict(finite=ok, compile_cache=cache))
+
+    return _Peer(name, compiled, d, warm_s, first, finish)
 
 
-def _bench_ours(scene, x0, steps, integ_name, dt, repeats, min_time):
+def _setup_ours(scene, x0, steps, integ_name, dt) -> _Peer:
     import jax
     import jax.numpy as jnp
 
@@ -285,12 +319,16 @@ def _bench_ours(scene, x0, steps, integ_name, dt, repeats, min_time):
     def call(c):
         return compiled(c[0], c[1], h)
 
-    times, (x, _), (first, _) = _timed_calls(call, (x, t0), repeats=repeats, min_time=min_time)
-    mem = _device_peak() or _xla_peak(compiled)
-    return _result(integ_name, batch=x0.shape[0], steps=steps, times=times, compile_s=compile_s, mem=mem,
-                   extra=dict(finite=bool(jnp.all(jnp.isfinite(x))), integrator=integ.config(),
-                              compile_cache=cache)), \
-        (first[:, scene.qpos_segment], first[:, scene.qvel_segment])
+    state, (first, _), warm_s = _warm(call, (x, t0))
+
+    def finish(times, state):
+        mem = _device_peak() or _xla_peak(compiled)
+        return _result(integ_name, batch=x0.shape[0], steps=steps, times=times, compile_s=compile_s, mem=mem,
+                       extra=dict(finite=bool(jnp.all(jnp.isfinite(state[0]))), integrator=integ.config(),
+                                  compile_cache=cache))
+
+    return _Peer(integ_name, call, state, warm_s, (first[:, scene.qpos_segment], first[:, scene.qvel_segment]),
+                 finish)
 
 
 def _native_states(scene, x0):
@@ -310,7 +348,7 @@ def _native_states(scene, x0):
     return out
 
 
-def _bench_native(scene, x0, steps, repeats, min_time, nthread=None):
+def _setup_native(scene, x0, steps, nthread=None) -> _Peer:
     import mujoco
     import numpy as np
     from mujoco import rollout as mjrollout
@@ -325,21 +363,24 @@ def _bench_native(scene, x0, steps, repeats, min_time, nthread=None):
     buf = np.empty((B, steps, nstate))
     datas = [mujoco.MjData(m) for _ in range(nthread)]
     t = time.perf_counter()
-    with mjrollout.Rollout(nthread=nthread) as r:
-        setup_s = time.perf_counter() - t
+    r = mjrollout.Rollout(nthread=nthread)
+    setup_s = time.perf_counter() - t
 
-        def call(state):
-            r.rollout(m, datas, state, nstep=steps, state=buf)
-            return buf[:, -1].copy()
+    def call(state):
+        r.rollout(m, datas, state, nstep=steps, state=buf)
+        return buf[:, -1].copy()
 
-        times, last, first = _timed_calls(call, s0, repeats=repeats, min_time=min_time)
+    state, first, warm_s = _warm(call, s0)
     nq, nv = m.nq, m.nv  # mjSTATE_FULLPHYSICS rows: time, qpos, qvel, act, ...
-    return _result(NATIVE, batch=B, steps=steps, times=times, compile_s=setup_s, mem=int(buf.nbytes + s0.nbytes),
-                   extra=dict(finite=bool(np.all(np.isfinite(last))), nthread=nthread)), \
-        (first[:, 1:1 + nq], first[:, 1 + nq:1 + nq + nv])
+
+    def finish(times, last):
+        return _result(NATIVE, batch=B, steps=steps, times=times, compile_s=setup_s, mem=int(buf.nbytes + s0.nbytes),
+                       extra=dict(finite=bool(np.all(np.isfinite(last))), nthread=nthread))
+
+    return _Peer(NATIVE, call, state, warm_s, (first[:, 1:1 + nq], first[:, 1 + nq:1 + nq + nv]), finish, r.close)
 
 
-def _bench_engine(scene, x0, steps, dt, record_every, out, repeats, min_time, run_steps):
+def _setup_engine(scene, x0, steps, dt, record_every, out, run_steps) -> _Peer:
     """Our rollout() with SemiImplicitEuler for ``run_steps`` (a multiple of ``steps``), recording every
     ``record_every``, to ``out`` (or memory)."""
     from . import engine
@@ -354,16 +395,25 @@ def _bench_engine(scene, x0, steps, dt, record_every, out, repeats, min_time, ru
 
     call.stats = []
     counts = _cache_counts()
-    times, _, _ = _timed_calls(call, x0, repeats=repeats, min_time=min_time)
+    _, _, warm_s = _warm(call, x0)
     cache = _cache_word(*counts) if call.stats[0]["compile_s"] > 0 else "in-process"
-    compile_s = call.stats[0]["compile_s"]  # the warm-up compiled (or hit the in-process cache)
     name = "rollout_h5" if out else "rollout"
-    run_s = [s["run_s"] for s in call.stats[1:]]
-    extra = dict(record_every=record_every, chunk=call.stats[0]["chunk"], engine_run_s=run_s,
-                 file_bytes=call.stats[-1]["file_bytes"], compile_cache=cache,
-                 finite=all(s["worlds_failed"] == 0 for s in call.stats))
-    return _result(name, batch=x0.shape[0], steps=run_steps, times=times, compile_s=compile_s, mem=None,
-                   extra=extra), (call.last[:, scene.qpos_segment], call.last[:, scene.qvel_segment])
+
+    def finish(times, _):
+        compile_s = call.stats[0]["compile_s"]  # the warm-up compiled (or hit the in-process cache)
+        run_s = [s["run_s"] for s in call.stats[1:]]
+        extra = dict(record_every=record_every, chunk=call.stats[0]["chunk"], engine_run_s=run_s,
+                     file_bytes=call.stats[-1]["file_bytes"], compile_cache=cache,
+                     finite=all(s["worlds_failed"] == 0 for s in call.stats))
+        return _result(name, batch=x0.shape[0], steps=run_steps, times=times, compile_s=compile_s, mem=None,
+                       extra=extra)
+
+    def close():
+        if out and os.path.exists(out):
+            os.remove(out)
+
+    return _Peer(name, call, x0, warm_s, (call.last[:, scene.qpos_segment], call.last[:, scene.qvel_segment]),
+                 finish, close)
 
 
 def engine_steps(rows, steps: int, min_time: float, most: int = 50) -> int:
@@ -401,31 +451,34 @@ def bench_cell(scene, *, batch: int, steps: int, peers=PEERS, dt: float | None =
                          f"with the model's timestep; edit the scene instead")
     x0 = initial_states(scene, batch, seed, perturb)
     say = log or (lambda s: None)
-    rows, finals = [], {}
-    for p in peers:
-        say(f"  {p} ...")
-        if p == "mjx_step":
-            r, fin = _bench_mjx(scene, x0, steps, mjx.step, p, repeats, min_time)
-        elif p == "mjx_forward":
-            r, fin = _bench_mjx(scene, x0, steps, _forward_update, p, repeats, min_time)
-        elif p in ("semi_implicit_euler", "rk4"):
-            r, fin = _bench_ours(scene, x0, steps, p, dt, repeats, min_time)
-        elif p == NATIVE:
-            r, fin = _bench_native(scene, x0, steps, repeats, min_time, nthread)
-        else:
-            path = None
-            if p == "rollout_h5":
-                tmp = tmpdir or tempfile.gettempdir()
-                path = os.path.join(tmp, f"mjharness-bench-{os.getpid()}.h5")
-            try:
-                r, fin = _bench_engine(scene, x0, steps, dt, record_every, path, repeats, min_time,
-                                       engine_steps(rows, steps, min_time))
-            finally:
-                if path and os.path.exists(path):
-                    os.remove(path)
-        say(f"  {p}: {r['world_steps_per_s']:.4g} world-steps/s, compile {r['compile_s']:.1f} s")
-        rows.append(r)
-        finals[p] = fin
+    set_up: list[_Peer] = []
+    try:
+        for p in peers:
+            say(f"  {p}: compile + warm-up ...")
+            if p == "mjx_step":
+                peer = _setup_mjx(scene, x0, steps, mjx.step, p)
+            elif p == "mjx_forward":
+                peer = _setup_mjx(scene, x0, steps, _forward_update, p)
+            elif p in ("semi_implicit_euler", "rk4"):
+                peer = _setup_ours(scene, x0, steps, p, dt)
+            elif p == NATIVE:
+                peer = _setup_native(scene, x0, steps, nthread)
+            else:
+                path = None
+                if p == "rollout_h5":
+                    path = os.path.join(tmpdir or tempfile.gettempdir(), f"mjharness-bench-{os.getpid()}.h5")
+                sie = [dict(peer=q.name, best_call_s=q.warm_s) for q in set_up if q.name == "semi_implicit_euler"]
+                peer = _setup_engine(scene, x0, steps, dt, record_every, path, engine_steps(sie, steps, min_time))
+            set_up.append(peer)
+        say(f"  timing {len(set_up)} peers, interleaved ...")
+        times = _time_interleaved(set_up, repeats=repeats, min_time=min_time)
+        rows = [q.finish(times[q.name], q.state) for q in set_up]
+        finals = {q.name: q.finals for q in set_up}
+    finally:
+        for q in set_up:
+            q.close()
+    for r in rows:
+        say(f"  {r['peer']}: {r['world_steps_per_s']:.4g} world-steps/s, compile {r['compile_s']:.1f} s")
     _add_ratios(rows)
     _add_agreement(rows, finals)
     m = scene.model

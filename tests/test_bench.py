@@ -122,3 +122,18 @@ def test_bad_input_is_a_clear_error(capsys):
         bench.bench_cell("bench_pendulum", batch=1, steps=15, peers=("rollout",), record_every=10)
     rc = cli_main(["bench", "bench_pendulum", "--batch", "0", "--quiet"])
     assert rc == 2 and "--batch 0" in capsys.readouterr().err
+
+
+def test_peers_are_timed_interleaved_and_chained():
+    order = []
+
+    def peer(name):
+        def call(state):
+            order.append(name)
+            return state + 1  # chained: each call starts where the last ended
+        return bench._Peer(name, call, 0, 0.0, (), lambda times, state: None)
+
+    a, b = peer("a"), peer("b")
+    times = bench._time_interleaved([a, b], repeats=3, min_time=0.0)
+    assert order == ["a", "b"] * 3
+    assert [len(times["a"]), len(times["b"])] == [3, 3] and (a.state, b.state) == (3, 3)
