@@ -396,7 +396,7 @@ def _setup_engine(scene, x0, steps, dt, record_every, out, run_steps) -> _Peer:
     call.stats = []
     counts = _cache_counts()
     _, _, warm_s = _warm(call, x0)
-    cache = _cache_word(*counts) if call.stats[0]["compile_s"] > 0 else "in-process"
+    cache = "in-process" if call.stats[0]["trace_cache"] == "in-process" else _cache_word(*counts)
     name = "rollout_h5" if out else "rollout"
 
     def finish(times, _):
@@ -416,16 +416,16 @@ def _setup_engine(scene, x0, steps, dt, record_every, out, run_steps) -> _Peer:
                  finish, close)
 
 
-def engine_steps(rows, steps: int, min_time: float, most: int = 50) -> int:
+def engine_steps(sie_call_s: float | None, steps: int, min_time: float, most: int = 50) -> int:
     """Steps of one engine call: a whole run, as a user makes it, long enough (``min_time``, judged from
-    our SemiImplicitEuler's call time in this cell) that per-run setup (planning, the file's creation)
-    weighs as in real use; a multiple of ``steps``, at most ``most`` times it."""
+    ``sie_call_s``, our SemiImplicitEuler's seconds per ``steps`` in this cell) that per-run setup
+    (planning, the file's creation) weighs as in real use; a multiple of ``steps``, at most ``most``
+    times it. Without that peer in the cell (``None``): ``steps``."""
     import math
 
-    sie = next((r for r in rows if r["peer"] == "semi_implicit_euler"), None)
-    if sie is None or min_time <= 0:
+    if sie_call_s is None or min_time <= 0:
         return steps
-    return steps * max(1, min(most, math.ceil(min_time / max(sie["best_call_s"], 1e-9))))
+    return steps * max(1, min(most, math.ceil(min_time / max(sie_call_s, 1e-9))))
 
 
 def bench_cell(scene, *, batch: int, steps: int, peers=PEERS, dt: float | None = None, record_every: int = 10,
@@ -467,8 +467,8 @@ def bench_cell(scene, *, batch: int, steps: int, peers=PEERS, dt: float | None =
                 path = None
                 if p == "rollout_h5":
                     path = os.path.join(tmpdir or tempfile.gettempdir(), f"mjharness-bench-{os.getpid()}.h5")
-                sie = [dict(peer=q.name, best_call_s=q.warm_s) for q in set_up if q.name == "semi_implicit_euler"]
-                peer = _setup_engine(scene, x0, steps, dt, record_every, path, engine_steps(sie, steps, min_time))
+                sie_s = next((q.warm_s for q in set_up if q.name == "semi_implicit_euler"), None)
+                peer = _setup_engine(scene, x0, steps, dt, record_every, path, engine_steps(sie_s, steps, min_time))
             set_up.append(peer)
         say(f"  timing {len(set_up)} peers, interleaved ...")
         times = _time_interleaved(set_up, repeats=repeats, min_time=min_time)

@@ -44,6 +44,8 @@ def test_cell_fields_and_throughput(cell):
     assert by["semi_implicit_euler"]["peak_bytes"] >= B * 2 * 8
     assert by["mujoco_rollout"]["nthread"] >= 1
     assert by["rollout_h5"]["file_bytes"] > 0 and by["rollout"]["file_bytes"] == 0
+    # The h5 peer runs the function the plain engine peer compiled: its compile is a reuse, not a figure.
+    assert (by["rollout_h5"]["compile_cache"], by["rollout_h5"]["compile_s"]) == ("in-process", 0.0)
 
 
 def test_ratios_follow_from_throughput(cell):
@@ -108,11 +110,10 @@ def test_cli_json_and_table(tmp_path, capsys):
 
 
 def test_engine_steps_lengthen_short_calls():
-    rows = [dict(peer="semi_implicit_euler", best_call_s=0.3)]
-    assert bench.engine_steps(rows, 100, 1.0) == 400  # ceil(1.0 / 0.3) = 4 calls' worth
-    assert bench.engine_steps(rows, 100, 0.2) == 100
-    assert bench.engine_steps(rows, 100, 1e6) == 100 * 50  # capped
-    assert bench.engine_steps([], 100, 1.0) == 100
+    assert bench.engine_steps(0.3, 100, 1.0) == 400  # ceil(1.0 / 0.3) = 4 calls' worth
+    assert bench.engine_steps(0.3, 100, 0.2) == 100
+    assert bench.engine_steps(0.3, 100, 1e6) == 100 * 50  # capped
+    assert bench.engine_steps(None, 100, 1.0) == 100
 
 
 def test_bad_input_is_a_clear_error(capsys):
