@@ -1,13 +1,9 @@
 """Models that register states: the MuJoCo/MJX scene and the reference rigid-body model."""
 
+from . import settings  # noqa: F401  (float64, XLA flags, compile caches: before any array exists)
+from .mjcf_inertia import rigid_body_from_mjcf
 from .mjscene import JointStates, MjScene, joint_states
+from .reference import FreeJointState, RigidBody, SpatialInertia
 
-__all__ = ["MjScene", "JointStates", "joint_states"]
-
-try:  # the reference model lands separately (issue 6); import it when present
-    from .mjcf_inertia import rigid_body_from_mjcf  # noqa: F401
-    from .reference import FreeJointState, RigidBody, SpatialInertia  # noqa: F401
-
-    __all__ += ["SpatialInertia", "FreeJointState", "RigidBody", "rigid_body_from_mjcf"]
-except ImportError:  # pragma: no cover
-    pass
+__all__ = ["MjScene", "JointStates", "joint_states", "SpatialInertia", "FreeJointState", "RigidBody",
+           "rigid_body_from_mjcf"]

@@ -25,6 +25,7 @@ import os
 import mujoco
 import numpy as np
 
+from mjharness.integrators.rotations import quat_to_mat, rot
 from mjharness.scenes import _parse as _parse_scene
 from mjharness.scenes import scene_info
 
@@ -155,14 +156,6 @@ def geom_mass_inertia(kind: str, size, mass: float, shell: bool = False) -> np.n
 # ----------------------------------------------------------------------------------------------------
 # poses
 
-def _quat_mat(q) -> np.ndarray:
-    q = np.asarray(q, dtype=np.float64)
-    w, x, y, z = q / np.linalg.norm(q)
-    return np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-                     [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-                     [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]])
-
-
 def _z2mat(vec) -> np.ndarray:
     """Minimal rotation taking +z to ``vec`` (MuJoCo's z2quat; 180° about x when vec ∥ -z)."""
     v = np.asarray(vec, dtype=np.float64)
@@ -173,16 +166,15 @@ def _z2mat(vec) -> np.ndarray:
         axis, s = np.array([1.0, 0.0, 0.0]), 0.0
     else:
         axis = axis / s
-    ang = np.arctan2(s, v[2])
-    return _quat_mat(np.concatenate([[np.cos(ang / 2)], np.sin(ang / 2) * axis]))
+    return np.asarray(rot(axis, np.arctan2(s, v[2])))
 
 
 def _orientation(spec, quat, alt) -> np.ndarray:
     """Rotation of an element: ``quat`` unless an alternative (euler/axisangle/xyaxes/zaxis) was given."""
-    if alt.type == mujoco.mjtOrientation.mjORIENTATION_QUAT:
-        return _quat_mat(quat)
-    # MjSpec's resolver applies the compiler's angle unit and euler sequence to the alternative.
-    return _quat_mat(spec.resolve_orientation(spec.compiler.degree, spec.compiler.eulerseq, alt))
+    if alt.type != mujoco.mjtOrientation.mjORIENTATION_QUAT:
+        # MjSpec's resolver applies the compiler's angle unit and euler sequence to the alternative.
+        quat = spec.resolve_orientation(spec.compiler.degree, spec.compiler.eulerseq, alt)
+    return np.asarray(quat_to_mat(np.asarray(quat, dtype=np.float64)))
 
 
 def _frame_pose(spec, frame):
@@ -286,8 +278,7 @@ def _load_spec(src):
         src = os.fspath(src)
     # Parsed only, not compiled: every number below is ours, and our own checks (SpatialInertia)
     # name the body and the defect more precisely than the compiler would.
-    spec, source = _parse_scene(src)
-    return spec, source
+    return _parse_scene(src)
 
 
 def _spatial_inertia(spec, source: str, body: str):

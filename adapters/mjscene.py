@@ -28,7 +28,7 @@ import mujoco
 import numpy as np
 from mujoco import mjx
 
-from mjharness.integrators import StateError, StateLayout, StateRegistry, StateSpec
+from mjharness.integrators import ContractError, StateError, StateLayout, StateRegistry, StateSpec
 from mjharness.integrators.digest import tree_digest
 from mjharness.integrators.policies import quat_dot
 from mjharness.scenes import SceneError, compat, load_scene, scene_info
@@ -36,6 +36,10 @@ from mjharness.scenes import SceneError, compat, load_scene, scene_info
 from . import noise as _noise
 
 QUATERNION_UPDATES = ("quaternion", "quaternion_highorder")
+# MuJoCo's <option integrator> -> the registry name of ours that reproduces it.
+SCENE_INTEGRATORS = {int(mujoco.mjtIntegrator.mjINT_EULER): "semi_implicit_euler",
+                     int(mujoco.mjtIntegrator.mjINT_RK4): "rk4",
+                     int(mujoco.mjtIntegrator.mjINT_IMPLICITFAST): "implicit_fast"}
 
 _JNT = mujoco.mjtJoint
 
@@ -213,6 +217,22 @@ class MjScene:
         raise KeyError(f"no joint named {name!r}; joints: {', '.join(j.name for j in self.joints)}")
 
     @property
+    def default_integrator(self) -> str:
+        """Registry name of the integrator the MJCF names (``<option integrator=...>``).
+
+        Euler -> semi_implicit_euler (MuJoCo's Euler is semi-implicit, with implicit joint damping),
+        RK4 -> rk4, implicitfast -> implicit_fast. Others (implicit, with the full RNE derivative)
+        raise ``ContractError`` naming the option.
+        """
+        it = int(self.model.opt.integrator)
+        if it not in SCENE_INTEGRATORS:
+            name = mujoco.mjtIntegrator(it).name
+            raise ContractError(f"scene {self.name!r} names <option integrator={name!r}>, which mjharness does not "
+                                f"implement (implicit with the full RNE derivative); pass an integrator, e.g. "
+                                f"'implicit_fast' (MuJoCo's recommendation for robots) or 'rk4'")
+        return SCENE_INTEGRATORS[it]
+
+    @property
     def second_order(self) -> tuple[tuple[str, str], ...]:
         """(position state, velocity state) pairs: what SemiImplicitEuler moves with the new velocities."""
         return tuple(p for js in self.joints for p in zip(js.positions, js.velocities))
@@ -254,6 +274,7 @@ class MjScene:
     def to_mjx(self, x, data=None):
         """Write a (batched) value buffer into MJX data (qpos, qvel, act)."""
         data = self._template if data is None else data
+        x = jnp.asarray(x)  # a NumPy buffer works outside jit too
         upd = dict(qpos=x[..., self.qpos_segment], qvel=x[..., self.qvel_segment])
         if self.model.na:
             upd["act"] = x[..., self.act_segment]
@@ -280,12 +301,38 @@ class MjScene:
         other.mjx_model = mjx_model
         return other
 
-    def forward(self, t, x, ctrl=None):
-        """``mjx.forward`` on the state ``x`` at time ``t`` with controls ``ctrl`` (one world)."""
+    def forward(self, t, x, ctrl=None, qacc_warmstart=None):
+        """``mjx.forward`` on the state ``x`` at time ``t`` with controls ``ctrl`` (one world).
+
+        ``qacc_warmstart``: the constraint solver's warm start (MuJoCo keeps it in ``mjData`` between
+        steps); None = the cold start of fresh data (zeros).
+        """
         d = self.to_mjx(x).replace(time=jnp.asarray(t, dtype=self._template.time.dtype))
         if ctrl is not None:
             d = d.replace(ctrl=jnp.asarray(ctrl, dtype=d.ctrl.dtype).reshape(d.ctrl.shape))
+        if qacc_warmstart is not None:
+            d = d.replace(qacc_warmstart=jnp.asarray(qacc_warmstart, d.qacc_warmstart.dtype))
         return mjx.forward(self.mjx_model, d)
+
+    # -- carried state ----------------------------------------------------------------------------
+    @property
+    def carry_spec(self) -> dict[str, tuple[int, ...]]:
+        """Per-world values kept between steps, not integrated: the solver's warm start (MuJoCo's
+        ``qacc_warmstart``, saved after every step by ``mj_step`` and ``mjx.step``)."""
+        return {"qacc_warmstart": (self.model.nv,)}
+
+    def init_carry(self) -> dict[str, np.ndarray]:
+        """The cold carry: zeros, as in fresh ``MjData`` (and ``mjx.make_data``)."""
+        return {"qacc_warmstart": np.zeros(self.model.nv)}
+
+    def _evaluate(self, t, x, ctrl, carry):
+        ws = None if carry is None else carry["qacc_warmstart"]
+        return self.forward(t, x, ctrl, qacc_warmstart=ws)
+
+    @staticmethod
+    def _with_carry(out, d, carry):
+        """``out``, or ``(out, proposal)`` when a carry is threaded: MuJoCo saves the forward qacc."""
+        return out if carry is None else (out, {"qacc_warmstart": d.qacc})
 
     def _derivative(self, t, x, d, qacc):
         """Assemble the derivative buffer from forward-evaluated data ``d`` and accelerations."""
@@ -312,18 +359,22 @@ class MjScene:
             parts.append(jnp.reshape(fn(t, value, d), (r.deriv_size,)))
         return jnp.concatenate([jnp.ravel(p) for p in parts])
 
-    def dynamics(self, t, x, ctrl=None):
-        """Derivative buffer at (t, x) with controls ``ctrl`` (one world; vmap for batches)."""
-        d = self.forward(t, x, ctrl)
-        return self._derivative(t, x, d, d.qacc)
+    def dynamics(self, t, x, ctrl=None, *, carry=None):
+        """Derivative buffer at (t, x) with controls ``ctrl`` (one world; vmap for batches).
 
-    def euler_dynamics(self, t, x, h, ctrl=None):
+        With ``carry`` (``{"qacc_warmstart": (nv,)}``) the solve warm-starts from it and
+        ``(derivative, {"qacc_warmstart": qacc})`` is returned.
+        """
+        d = self._evaluate(t, x, ctrl, carry)
+        return self._with_carry(self._derivative(t, x, d, d.qacc), d, carry)
+
+    def euler_dynamics(self, t, x, h, ctrl=None, *, carry=None):
         """Like ``dynamics``, with MuJoCo's Euler implicit joint damping at step ``h``.
 
         MuJoCo's Euler integrator (unless ``eulerdamp`` is disabled) solves
         (M + h diag(dof_damping)) qacc = qfrc_smooth + qfrc_constraint instead of using qacc.
         """
-        d = self.forward(t, x, ctrl)
+        d = self._evaluate(t, x, ctrl, carry)
         qacc = d.qacc
         if not (self.model.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_EULERDAMP) and np.any(
                 self.model.dof_damping > 0):
@@ -337,7 +388,28 @@ class MjScene:
                 M = d._impl.M + jnp.diag(h * m.dof_damping)
             dh = smooth.factor_m(m, d.tree_replace({"_impl.M": M}))
             qacc = smooth.solve_m(m, dh, d.qfrc_smooth + d.qfrc_constraint)
-        return self._derivative(t, x, d, qacc)
+        return self._with_carry(self._derivative(t, x, d, qacc), d, carry)
+
+    # -- implicitfast (IMPLICIT helper) --
+    def implicit_dynamics(self, t, x, h, ctrl=None, *, carry=None):
+        """Like ``dynamics``, with MuJoCo's ``implicitfast`` velocity update at step ``h`` (``ImplicitFast``).
+
+        qacc solves (M - h D) qacc = qfrc_smooth + qfrc_constraint, D the velocity derivative of the
+        actuator and passive forces without RNE, with MuJoCo C's rules (``adapters/implicit.py``);
+        FILTEREXACT activations get the rate whose Euler step is mj_advance's exact filter step.
+        The carry proposal is the forward qacc, which MuJoCo saves as the next warm start.
+        """
+        from . import implicit as _implicit  # MJX internals: only scenes stepped implicitly need them
+
+        why = _implicit.unsupported(self.mjx_model)
+        if why:
+            raise SceneError(scene_info(self.model).source, f"cannot step with implicit_fast: {why}")
+        d = self._evaluate(t, x, ctrl, carry)
+        dx = self._derivative(t, x, d, _implicit.implicitfast_qacc(self.mjx_model, d, h))
+        if self.model.na:
+            dx = dx.at[self.layout["act"].deriv_slice].set(_implicit.act_rate(self.mjx_model, d.act_dot, h))
+        return self._with_carry(dx, d, carry)
+    # -- end implicitfast --
 
     def project(self, x):
         """After a full step: clamp limited activations to actrange, as MuJoCo's mj_advance does."""
@@ -397,9 +469,9 @@ class MjScene:
         """Packed diffusion buffer (``layout.diffusion_size``) at (t, x) (one world)."""
         return _noise.diffusion(self, t, x, ctrl)
 
-    def drift_diffusion(self, t, x, ctrl=None):
-        """(``dynamics``, ``diffusion``) sharing one ``mjx.forward``."""
-        return _noise.drift_diffusion(self, t, x, ctrl)
+    def drift_diffusion(self, t, x, ctrl=None, *, carry=None):
+        """(``dynamics``, ``diffusion``) sharing one ``mjx.forward`` (and the carry proposal, with a carry)."""
+        return _noise.drift_diffusion(self, t, x, ctrl, carry=carry)
 
     @property
     def diffusion_time_dependent(self) -> bool:

@@ -220,8 +220,9 @@ def diffusion(scene, t, x, ctrl=None):
     return diffusion_from_data(scene, t, x, scene.forward(t, x, ctrl))
 
 
-def drift_diffusion(scene, t, x, ctrl=None):
-    """(derivative buffer, packed diffusion) from one ``mjx.forward``."""
+def drift_diffusion(scene, t, x, ctrl=None, *, carry=None):
+    """(derivative buffer, packed diffusion) from one ``mjx.forward``; with a carry also its proposal."""
     _index(scene, scene.layout)
-    d = scene.forward(t, x, ctrl)
-    return scene._derivative(t, x, d, d.qacc), diffusion_from_data(scene, t, x, d)
+    d = scene._evaluate(t, x, ctrl, carry)
+    out = (scene._derivative(t, x, d, d.qacc), diffusion_from_data(scene, t, x, d))
+    return scene._with_carry(out, d, carry)

@@ -1,28 +1,24 @@
-"""Model-independent integration layer: state registry, update policies, integrators."""
+"""Model-independent integration layer: state registry, update policies, integrators, their contracts.
 
-from . import _config  # noqa: F401  (float64 and the compilation cache, before any array exists)
-from .lie import CrouchGrossman3, dexpinv, rkmk_transform
-from .rk import (
-    INTEGRATORS,
-    RK4,
-    RK38,
-    RKF45,
-    STATUS_MAX_STEPS,
-    STATUS_NAMES,
-    STATUS_NONFINITE,
-    STATUS_OK,
-    STATUS_UNDERFLOW,
-    BogackiShampine,
-    DormandPrince,
-    EmbeddedRK,
-    Euler,
-    ExplicitRK,
-    Heun,
-    Midpoint,
-    SemiImplicitEuler,
-    get_integrator,
-    register_integrator,
+Nothing here imports the rest of mjharness, and nothing here changes process-wide settings
+(float64 and XLA flags are set by ``mjharness.adapters.settings``).
+"""
+
+from .adaptive import RKF45, BogackiShampine, DormandPrince, EmbeddedRK
+from .contracts import (
+    AdaptiveIntegrator,
+    ContractError,
+    FixedIntegrator,
+    Model,
+    StochasticIntegrator,
+    check_pair,
+    integrator_kind,
 )
+from .implicit import ImplicitFast
+from .lie import CrouchGrossman3, dexpinv, rkmk_transform
+from .registry import INTEGRATORS, get_integrator, integrator_names, register_integrator, resolve_integrator
+from .rk import RK4, RK38, Euler, ExplicitRK, Heun, Midpoint, SemiImplicitEuler
+from .sde import Increments
 from .state import (
     NoiseEndpoint,
     StateError,
@@ -32,14 +28,17 @@ from .state import (
     StateSpec,
     UpdateRun,
 )
-from .stochastic import SRA1, EulerMaruyama, Increments, StochasticHeun  # also registers their names
+from .status import STATUS_MAX_STEPS, STATUS_NAMES, STATUS_NONFINITE, STATUS_OK, STATUS_UNDERFLOW, Status
+from .stochastic import SRA1, EulerMaruyama, StochasticHeun
 from .tableaux import TABLEAUX, Tableau
 
 __all__ = ["StateSpec", "StateRegistry", "StateLayout", "StateRecord", "StateError", "UpdateRun",
            "NoiseEndpoint",
            "Tableau", "TABLEAUX", "ExplicitRK", "EmbeddedRK",
-           "Euler", "SemiImplicitEuler", "Heun", "Midpoint", "RK4", "RK38",
+           "Euler", "SemiImplicitEuler", "ImplicitFast", "Heun", "Midpoint", "RK4", "RK38",
            "BogackiShampine", "RKF45", "DormandPrince", "CrouchGrossman3", "dexpinv", "rkmk_transform",
-           "INTEGRATORS", "get_integrator", "register_integrator",
-           "STATUS_OK", "STATUS_NONFINITE", "STATUS_UNDERFLOW", "STATUS_MAX_STEPS", "STATUS_NAMES",
+           "INTEGRATORS", "get_integrator", "register_integrator", "resolve_integrator", "integrator_names",
+           "Status", "STATUS_OK", "STATUS_NONFINITE", "STATUS_UNDERFLOW", "STATUS_MAX_STEPS", "STATUS_NAMES",
+           "Model", "FixedIntegrator", "StochasticIntegrator", "AdaptiveIntegrator", "ContractError",
+           "check_pair", "integrator_kind",
            "EulerMaruyama", "StochasticHeun", "SRA1", "Increments"]

@@ -1,4 +1,4 @@
-"""Content hashes of pytrees: cache keys for traced functions (``rollout/aot.py``, ``MjScene.trace_key``)."""
+"""Content hashes of pytrees: cache keys for traced functions (``rollout/cache.py``, ``MjScene.trace_key``)."""
 
 from __future__ import annotations
 

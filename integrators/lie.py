@@ -32,8 +32,9 @@ import jax.numpy as jnp
 
 from . import policies
 from . import tableaux as tb
+from .contracts import evaluate, merged, scene_part
 from .policies import dexpinv, has_exp_map_states, rkmk_transform  # noqa: F401  (re-exported)
-from .rk import ExplicitRK, finish_step, register_integrator
+from .rk import ExplicitRK, finish_step
 
 CROUCH_GROSSMAN3 = tb.Tableau(
     "crouch_grossman3",
@@ -54,13 +55,17 @@ def _cg_quaternions(layout, x0, K, coeffs, h):
     return out
 
 
-def cg_step(scene, tab: tb.Tableau, t, x, h, ctrl=None):
-    """One Crouch–Grossman step of ``tab`` (one world); stages in one fori_loop like ``rk_step``."""
+def cg_step(scene, tab: tb.Tableau, t, x, h, ctrl=None, carry=None):
+    """One Crouch–Grossman step of ``tab`` (one world); stages in one fori_loop like ``rk_step``.
+
+    With a carry every stage reads the step-entry carry and the last stage's proposal is kept.
+    """
     layout = scene.layout
     x = jnp.asarray(x)
     h = jnp.asarray(h, x.dtype)
     a, b, c = (jnp.asarray(v, x.dtype) for v in (tab.a, tab.b, tab.c))
     s = tab.stages
+    sc = scene_part(scene, carry)
 
     def build(coeffs, K):
         xi = policies.apply_increment(layout, x, h * (coeffs @ K))
@@ -68,12 +73,17 @@ def cg_step(scene, tab: tb.Tableau, t, x, h, ctrl=None):
             xi = xi.at[sl].set(q)
         return xi
 
-    def stage(i, K):
+    def stage(i, state):
+        K, kept = state
         xi = jnp.where(i == 0, x, build(a[i], K))
-        return K.at[i].set(scene.dynamics(t + c[i] * h, xi, ctrl))
+        k, out = evaluate(scene.dynamics, t + c[i] * h, xi, ctrl=ctrl, carry=sc)
+        if out is not None:
+            kept = jax.tree.map(lambda new, old: jnp.where(i == s - 1, new, old), out, kept)
+        return K.at[i].set(k), kept
 
-    K = jax.lax.fori_loop(0, s, stage, jnp.zeros((s, layout.deriv_size), x.dtype))
-    return finish_step(scene, build(b, K))
+    K, kept = jax.lax.fori_loop(0, s, stage, (jnp.zeros((s, layout.deriv_size), x.dtype), sc))
+    x_next = finish_step(scene, build(b, K))
+    return x_next if carry is None else (x_next, merged(carry, kept))
 
 
 @dataclass(frozen=True)
@@ -83,13 +93,11 @@ class CrouchGrossman3(ExplicitRK):
     tableau: tb.Tableau = CROUCH_GROSSMAN3
     name: ClassVar[str] = "crouch_grossman3"
 
-    def step(self, scene, t, x, h, ctrl=None):
-        return cg_step(scene, self.tableau, t, x, h, ctrl)
+    def step(self, scene, t, x, h, ctrl=None, *, carry=None):
+        return cg_step(scene, self.tableau, t, x, h, ctrl, carry=carry)
 
     def config(self) -> dict:
         d = super().config()
         d["quaternion_stages"] = "crouch_grossman"
         return d
 
-
-register_integrator(CrouchGrossman3)

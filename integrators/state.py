@@ -3,6 +3,14 @@
 Basilisk's dynamics layer hands out mutable handles into three buffers (values, derivatives,
 diffusion tangents). In JAX this splits into a static ``StateLayout`` (offsets, counted in scalars)
 and plain arrays that are pytree leaves. Views are slices computed from the layout at trace time.
+
+Noise slots are numbered canonically at ``finalize``, so they do not depend on the order in which
+states were registered or shares declared: models in integration order (the order in which each
+model first registered a state; for an ``MjScene`` the MuJoCo model first, then each ``add_state``
+prefix), states by name within a model, local sources in order; a shared group (``share_noise``,
+overlapping groups merge) takes the slot of its first endpoint in that traversal. The diffusion
+buffer is packed by slot: each (state, local source) endpoint owns one tangent (3 scalars for a
+quaternion state, the state's size otherwise), not a dense state x slot matrix.
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@ drawn per global slot, dZ only by methods that need it) or prescribed ``Incremen
 ``.diffusion(t, x, ctrl)`` (packed diffusion buffer, ``layout.diffusion_size``). Optional:
 ``.drift_diffusion(t, x, ctrl) -> (f, g)`` to share work between the two at one point,
 ``.diffusion_time_dependent = False`` to let SRA1 skip its second diffusion evaluation, and
-``.project(x)`` applied after the full step (after quaternion normalisation).
+``.project(x)`` applied after the full step (after quaternion normalisation). A scene carry
+(``contracts``) is read by every evaluation; the last evaluation's proposal is kept (MuJoCo's rule).
 
 - ``EulerMaruyama`` (Itô): x + f h + g dW. Strong order 0.5 (1 for additive noise), weak 1.
 - ``StochasticHeun`` (Stratonovich): predictor x̄ = x + f h + g dW, then
@@ -24,8 +25,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from .noise import Increments, apply_sde, check_diffusion, resolve, weight
-from .policies import project as project_policy
+from .contracts import evaluate, merged, scene_part
+from .rk import finish_step
+from .sde import Increments, apply_sde, check_diffusion, resolve, weight
 
 
 def _check_scene(scene, who: str):
@@ -33,24 +35,28 @@ def _check_scene(scene, who: str):
         raise TypeError(f"{who} needs a scene with .diffusion(t, x, ctrl); {type(scene).__name__} has none")
 
 
-def _drift_diffusion(scene, t, x, ctrl):
+def _drift_diffusion(scene, t, x, ctrl, carry=None):
+    """(f, g, carry proposal) at (t, x); one shared evaluation where the scene offers drift_diffusion."""
     fn = getattr(scene, "drift_diffusion", None)
     if fn is not None:
-        f, g = fn(t, x, ctrl)
+        (f, g), out = evaluate(fn, t, x, ctrl=ctrl, carry=carry)
     else:
-        f, g = scene.dynamics(t, x, ctrl), scene.diffusion(t, x, ctrl)
-    return f, check_diffusion(scene.layout, g)
+        f, out = evaluate(scene.dynamics, t, x, ctrl=ctrl, carry=carry)
+        g = scene.diffusion(t, x, ctrl)
+    return f, check_diffusion(scene.layout, g), out
 
 
-def _finish(scene, x):
-    x = project_policy(scene.layout, x)
-    proj = getattr(scene, "project", None)
-    return proj(x) if callable(proj) else x
+def _done(scene, x_next, carry, out):
+    x_next = finish_step(scene, x_next)
+    return x_next if carry is None else (x_next, merged(carry, out))
 
 
 class _Stochastic:
+    """Stochastic methods keep the carry proposal of their last evaluation, as MuJoCo's RK4 does."""
+
     is_stochastic: ClassVar[bool] = True
     is_adaptive: ClassVar[bool] = False
+    requires: ClassVar[tuple[str, ...]] = ("diffusion",)
     name: ClassVar[str]
     interpretation: ClassVar[str]
     strong_order: ClassVar[float]
@@ -73,12 +79,12 @@ class EulerMaruyama(_Stochastic):
     strong_order: ClassVar[float] = 0.5
     weak_order: ClassVar[float] = 1.0
 
-    def step(self, scene, t, x, h, noise, ctrl=None):
+    def step(self, scene, t, x, h, noise, ctrl=None, *, carry=None):
         _check_scene(scene, "EulerMaruyama")
         layout = scene.layout
         inc = self.increments(noise, h, layout)
-        f, g = _drift_diffusion(scene, t, x, ctrl)
-        return _finish(scene, apply_sde(layout, x, h * f, weight(layout, g, inc.dW)))
+        f, g, out = _drift_diffusion(scene, t, x, ctrl, scene_part(scene, carry))
+        return _done(scene, apply_sde(layout, x, h * f, weight(layout, g, inc.dW)), carry, out)
 
 
 @dataclass(frozen=True)
@@ -88,14 +94,16 @@ class StochasticHeun(_Stochastic):
     strong_order: ClassVar[float] = 1.0  # commutative noise; 0.5 in general
     weak_order: ClassVar[float] = 1.0
 
-    def step(self, scene, t, x, h, noise, ctrl=None):
+    def step(self, scene, t, x, h, noise, ctrl=None, *, carry=None):
         _check_scene(scene, "StochasticHeun")
         layout = scene.layout
         inc = self.increments(noise, h, layout)
-        f0, g0 = _drift_diffusion(scene, t, x, ctrl)
+        sc = scene_part(scene, carry)
+        f0, g0, _ = _drift_diffusion(scene, t, x, ctrl, sc)
         xb = apply_sde(layout, x, h * f0, weight(layout, g0, inc.dW))
-        f1, g1 = _drift_diffusion(scene, t + h, xb, ctrl)
-        return _finish(scene, apply_sde(layout, x, 0.5 * h * (f0 + f1), weight(layout, g0 + g1, 0.5 * inc.dW)))
+        f1, g1, out = _drift_diffusion(scene, t + h, xb, ctrl, sc)
+        x_next = apply_sde(layout, x, 0.5 * h * (f0 + f1), weight(layout, g0 + g1, 0.5 * inc.dW))
+        return _done(scene, x_next, carry, out)
 
 
 @dataclass(frozen=True)
@@ -109,31 +117,24 @@ class SRA1(_Stochastic):
     weak_order: ClassVar[float] = 2.0
     needs_dZ: ClassVar[bool] = True
 
-    def step(self, scene, t, x, h, noise, ctrl=None):
+    def step(self, scene, t, x, h, noise, ctrl=None, *, carry=None):
         _check_scene(scene, "SRA1")
         layout = scene.layout
         inc = self.increments(noise, h, layout)
         i10 = inc.dZ / h  # I_(1,0) / h
-        f1, g0 = _drift_diffusion(scene, t, x, ctrl)
+        sc = scene_part(scene, carry)
+        f1, g0, _ = _drift_diffusion(scene, t, x, ctrl, sc)
         if getattr(scene, "diffusion_time_dependent", True):
             g1 = check_diffusion(layout, scene.diffusion(t + h, x, ctrl))
         else:
             g1 = g0
         z2 = apply_sde(layout, x, 0.75 * h * f1, weight(layout, g0, 1.5 * i10))
-        f2 = scene.dynamics(t + 0.75 * h, z2, ctrl)
+        f2, out = evaluate(scene.dynamics, t + 0.75 * h, z2, ctrl=ctrl, carry=sc)
         drift = h * (f1 / 3.0 + 2.0 * f2 / 3.0)
         noise_t = weight(layout, g1, inc.dW - i10) + weight(layout, g0, i10)
-        return _finish(scene, apply_sde(layout, x, drift, noise_t))
+        return _done(scene, apply_sde(layout, x, drift, noise_t), carry, out)
 
 
 STOCHASTIC = {c.name: c for c in (EulerMaruyama, StochasticHeun, SRA1)}
-
-try:  # the shared name registry lives with the deterministic integrators (rk.py)
-    from .rk import register_integrator
-except ImportError:  # pragma: no cover - rk.py not present yet
-    register_integrator = None
-if register_integrator is not None:
-    for _cls in STOCHASTIC.values():
-        register_integrator(_cls)
 
 __all__ = ["EulerMaruyama", "StochasticHeun", "SRA1", "Increments", "STOCHASTIC"]

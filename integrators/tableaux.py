@@ -22,7 +22,6 @@ class Tableau:
     order: int
     b_low: tuple[float, ...] | None = None
     order_low: int | None = None
-    fsal: bool = False  # last stage is evaluated at the new solution (first stage of the next step)
 
     def __post_init__(self):
         s = len(self.b)
@@ -69,13 +68,13 @@ class Tableau:
         d = dict(name=self.name, order=self.order, stages=self.stages, a=[list(r) for r in self.a],
                  b=list(self.b), c=list(self.c))
         if self.b_low is not None:
-            d.update(b_low=list(self.b_low), order_low=self.order_low, fsal=self.fsal)
+            d.update(b_low=list(self.b_low), order_low=self.order_low)
         return d
 
 
-def _t(name, a, b, c, order, b_low=None, order_low=None, fsal=False) -> Tableau:
+def _t(name, a, b, c, order, b_low=None, order_low=None) -> Tableau:
     return Tableau(name, tuple(tuple(row) for row in a), tuple(b), tuple(c), order,
-                   None if b_low is None else tuple(b_low), order_low, fsal)
+                   None if b_low is None else tuple(b_low), order_low)
 
 
 EULER = _t("euler", [[]], [1], [0], 1)
@@ -97,7 +96,7 @@ BOGACKI_SHAMPINE = _t(
     "bogacki_shampine",
     [[], [F(1, 2)], [0, F(3, 4)], [F(2, 9), F(1, 3), F(4, 9)]],
     [F(2, 9), F(1, 3), F(4, 9), 0], [0, F(1, 2), F(3, 4), 1], 3,
-    b_low=[F(7, 24), F(1, 4), F(1, 3), F(1, 8)], order_low=2, fsal=True)
+    b_low=[F(7, 24), F(1, 4), F(1, 3), F(1, 8)], order_low=2)
 
 # Runge–Kutta–Fehlberg 4(5); the fifth-order solution is propagated (local extrapolation).
 RKF45 = _t(
@@ -119,6 +118,6 @@ DORMAND_PRINCE = _t(
     [F(35, 384), 0, F(500, 1113), F(125, 192), F(-2187, 6784), F(11, 84), 0],
     [0, F(1, 5), F(3, 10), F(4, 5), F(8, 9), 1, 1], 5,
     b_low=[F(5179, 57600), 0, F(7571, 16695), F(393, 640), F(-92097, 339200), F(187, 2100), F(1, 40)],
-    order_low=4, fsal=True)
+    order_low=4)
 
 TABLEAUX = {t.name: t for t in (EULER, HEUN, MIDPOINT, RK4, RK38, BOGACKI_SHAMPINE, RKF45, DORMAND_PRINCE)}

@@ -9,12 +9,39 @@ from importlib import resources
 
 import mujoco
 
+from . import compat
+from .compat import check_mjx_trace
+from .topology import (
+    TopologyError,
+    Tree,
+    aggregation_tree_asd,
+    body_tree,
+    cutjoints,
+    format_topology,
+    supernodes,
+    topology_report,
+)
+
 __all__ = ["load_scene", "list_scenes", "scene_path", "parse_spec", "scene_info", "compat_log", "SceneError",
-           "SceneInfo"]
+           "SceneInfo", "check_mjx_trace", "LOAD_CODES"]
+__all__ += ["body_tree", "cutjoints", "aggregation_tree_asd", "supernodes", "Tree", "TopologyError",
+            "topology_report", "format_topology"]  # topology (issue 19)
+
+
+# Stable codes of load failures that are not MJX's (those are compat.CODES); every SceneError has one.
+LOAD_CODES = {
+    "SCENE_NOT_FOUND": "no such file, and no bundled scene of that name",
+    "SCENE_SOURCE_INVALID": "not a path, an XML string, a bundled name or an MjModel",
+    "MJCF_PARSE_FAILED": "MuJoCo's MJCF parser refused the file or string (its message says why)",
+    "MJCF_COMPILE_FAILED": "MuJoCo's compiler refused the model (its message says why: a missing asset, ...)",
+    "SCENE_OPTION_INVALID": "a load_scene option (mjx=, unsupported_contacts=) has a value outside its set",
+    "MJX_ADAPT_INTERNAL": "internal error: an MJX adaptation left the model invalid (please report)",
+}
 
 
 class SceneError(ValueError):
-    """An MJCF scene could not be loaded; names the source and carries MuJoCo's own message."""
+    """An MJCF scene could not be loaded; names the source and carries MuJoCo's own message, and
+    ``codes``: the stable codes of the reasons (``LOAD_CODES`` or ``compat.CODES``)."""
 
     def __init__(self, source: str, message: str, codes: tuple[str, ...] = ()):
         self.source = source
@@ -43,7 +70,8 @@ def list_scenes() -> list[str]:
 def scene_path(name: str) -> str:
     """Filesystem path of a bundled scene."""
     if name not in list_scenes():
-        raise SceneError(f"bundled scene {name!r}", f"no such bundled scene; available: {', '.join(list_scenes())}")
+        raise SceneError(f"bundled scene {name!r}", f"no such bundled scene; available: {', '.join(list_scenes())}",
+                         codes=("SCENE_NOT_FOUND",))
     return str(resources.files(__name__).joinpath(name + ".xml"))
 
 
@@ -58,7 +86,7 @@ def parse_spec(src) -> tuple[mujoco.MjSpec, str]:
         src = os.fspath(src)
     if not isinstance(src, str):
         raise SceneError(repr(src), f"expected a path, an XML string, a bundled name or an MjModel, "
-                                    f"got {type(src).__name__}")
+                                    f"got {type(src).__name__}", codes=("SCENE_SOURCE_INVALID",))
     text = src.strip()
     if text.startswith("<"):
         source = _describe(text)
@@ -71,35 +99,39 @@ def parse_spec(src) -> tuple[mujoco.MjSpec, str]:
         source = f"bundled scene {src!r}"
         loader = lambda: mujoco.MjSpec.from_file(path)  # noqa: E731
     elif os.sep in src or "/" in src or src.lower().endswith((".xml", ".mjcf")):
-        raise SceneError(f"file {src!r}", "no such file")
+        raise SceneError(f"file {src!r}", "no such file", codes=("SCENE_NOT_FOUND",))
     else:
         raise SceneError(f"bundled scene {src!r}",
-                         f"no such bundled scene and no such file; bundled: {', '.join(list_scenes())}")
+                         f"no such bundled scene and no such file; bundled: {', '.join(list_scenes())}",
+                         codes=("SCENE_NOT_FOUND",))
     try:
         return loader(), source
     except Exception as e:  # MuJoCo raises ValueError with its message (and line number)
-        raise SceneError(source, str(e).strip()) from None
+        raise SceneError(source, str(e).strip(), codes=("MJCF_PARSE_FAILED",)) from None
 
 
-def load_scene(src, *, mjx: str = "adapt", unsupported_contacts: str = "refuse") -> mujoco.MjModel:
+def load_scene(src, *, mjx: str = "adapt", unsupported_contacts: str = "refuse",
+               need_sensors: bool = False) -> mujoco.MjModel:
     """Compile an MJCF scene: a file path, an XML string or a bundled name (see ``list_scenes``).
 
     ``mjx``: ``"adapt"`` applies the documented, meaning-preserving substitutions MJX needs and logs
     each; ``"strict"`` refuses a model MJX cannot run, listing every reason. ``unsupported_contacts``:
     ``"refuse"`` (default) or ``"exclude"`` (drop exactly the geom pairs MJX cannot collide, logged).
+    Both modes then trace ``mjx.forward`` abstractly (``compat.check_mjx_trace``; nothing is compiled):
+    a model whose sensor evaluation alone cannot be traced gets its sensors switched off in adapt mode
+    unless ``need_sensors`` (logged, code ``MJX_TRACE_SENSOR``); every other trace failure refuses.
     The compatibility log is ``compat_log(model)``. An ``MjModel`` passes through unchanged.
     Every failure is one ``SceneError`` naming the source.
     """
-    from . import compat  # local: compat imports SceneError from here
-
     if isinstance(src, mujoco.MjModel):
         return src
     spec, source = parse_spec(src)
     try:
         model = spec.compile()
     except Exception as e:
-        raise SceneError(source, str(e).strip()) from None
-    model, log = compat.apply(spec, model, source, mode=mjx, unsupported_contacts=unsupported_contacts)
+        raise SceneError(source, str(e).strip(), codes=("MJCF_COMPILE_FAILED",)) from None
+    model, log = compat.apply(spec, model, source, mode=mjx, unsupported_contacts=unsupported_contacts,
+                              need_sensors=need_sensors)
     try:
         xml = spec.to_xml()
     except Exception:  # to_xml can refuse specs with in-memory assets; the file still runs
@@ -134,3 +166,4 @@ def compat_log(model: mujoco.MjModel) -> list:
 
 
 _parse = parse_spec  # older name, kept for callers inside the package
+

@@ -7,6 +7,8 @@ and the collision table and pair filter of ``mjx/_src/collision_driver.py``), so
 reported together, each with a stable code, the elements it concerns and a fix. ``apply`` is the hook
 ``load_scene`` calls: ``strict`` refuses, ``adapt`` edits the ``MjSpec`` (only substitutions that keep
 the model's meaning, or contact exclusions the user opted into), recompiles and logs every change.
+Both modes then trace ``mjx.forward`` abstractly (``check_mjx_trace``, in ``scenes/mjx_trace.py``) for
+what put_model accepts but MJX cannot trace (codes ``MJX_TRACE_SENSOR``, ``MJX_TRACE_FAILED``).
 
 A log entry is a plain, JSON-serialisable dict ``{severity, code, message, context}``; ``severity`` is
 ``"info"`` (adapted, same results), ``"warning"`` (adapted or accepted, results differ in a way worth
@@ -20,8 +22,8 @@ import json
 import mujoco
 import numpy as np
 
-__all__ = ["CODES", "MODES", "CONTACT_MODES", "apply", "check_mjx", "mjx_geom_pairs", "format_compat_log",
-           "compat_log_to_json", "compat_log_from_json", "is_refused", "require_mjx_compatible"]
+__all__ = ["CODES", "MODES", "CONTACT_MODES", "apply", "check_mjx", "check_mjx_trace", "mjx_geom_pairs",
+           "format_compat_log", "compat_log_to_json", "compat_log_from_json", "is_refused", "require_mjx_compatible"]
 
 MODES = ("adapt", "strict")
 CONTACT_MODES = ("refuse", "exclude")
@@ -43,6 +45,10 @@ CODES = {
     "MJX_TENDON_UNSUPPORTED": "tendon wrap type MJX does not implement",
     "MJX_SENSOR_UNSUPPORTED": "sensor type, or contact-sensor matching/reduction, MJX does not implement",
     "MJX_FEATURE_IGNORED": "accepted by put_model but ignored or not implemented later by MJX (warning)",
+    # found by tracing mjx.forward abstractly (scenes/mjx_trace.py), after every check above passed
+    "MJX_TRACE_SENSOR": "MJX accepts the model but cannot trace its sensor evaluation; adapt switches sensors off "
+                        "(sensor disable flag) when no sensor output is needed",
+    "MJX_TRACE_FAILED": "MJX accepts the model (put_model) but fails while tracing mjx.forward outside the sensors",
 }
 
 # ---- what MJX 3.17.0 supports (mjx/_src/types.py enums; tests compare these with MJX's own) ----------
@@ -683,24 +689,37 @@ def _refusal_message(errors, fixable, exclude) -> str:
     return "\n".join(lines)
 
 
-def apply(spec, model, source, *, mode="adapt", unsupported_contacts="refuse"):
+def apply(spec, model, source, *, mode="adapt", unsupported_contacts="refuse", need_sensors=False):
     """The ``load_scene`` hook: returns ``(model, log)`` or raises one ``SceneError`` listing every reason.
 
     ``mode="strict"``: any refusal raises (the log then holds only warnings). ``mode="adapt"``: the
     documented, meaning-preserving fixes are applied to ``spec`` and the model is recompiled; pairs MJX
     cannot collide are excluded only with ``unsupported_contacts="exclude"`` (or when contacts are
-    disabled by flag, where excluding them changes nothing). Nothing is changed when it raises.
+    disabled by flag, where excluding them changes nothing). Then ``check_mjx_trace`` traces
+    ``mjx.forward`` (no compile); in adapt mode a model whose sensors alone fail to trace, with
+    ``need_sensors`` false, gets the ``sensor`` disable flag (on ``spec`` too, so its XML says so).
+    Nothing is changed when it raises.
     """
     from . import SceneError
 
     if mode not in MODES:
-        raise SceneError(source, f"mjx must be one of {MODES}, got {mode!r}")
+        raise SceneError(source, f"mjx must be one of {MODES}, got {mode!r}", codes=("SCENE_OPTION_INVALID",))
     if unsupported_contacts not in CONTACT_MODES:
-        raise SceneError(source, f"unsupported_contacts must be one of {CONTACT_MODES}, got {unsupported_contacts!r}")
+        raise SceneError(source, f"unsupported_contacts must be one of {CONTACT_MODES}, got {unsupported_contacts!r}",
+                         codes=("SCENE_OPTION_INVALID",))
+    model, log = _apply_checks(spec, model, source, mode, unsupported_contacts == "exclude")
+    traced, trace_log = check_mjx_trace(model, source, need_sensors=need_sensors, adapt=mode == "adapt")
+    if traced is not model:  # sensors switched off on the model; the spec's XML must say the same
+        spec.option.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_SENSOR)
+    return traced, log + trace_log
+
+
+def _apply_checks(spec, model, source, mode, exclude):
+    from . import SceneError
+
     entries = check_mjx(model)
     errors = [e for e in entries if e["severity"] == "error"]
     warnings = [e for e in entries if e["severity"] != "error"]
-    exclude = unsupported_contacts == "exclude"
     if mode == "strict":
         if errors:
             raise SceneError(source, _refusal_message(errors, [], exclude), codes=_codes(errors))
@@ -721,12 +740,20 @@ def apply(spec, model, source, *, mode="adapt", unsupported_contacts="refuse"):
     try:
         new = spec.compile()
     except Exception as e:  # SHOULD NOT OCCUR: our edits keep the spec valid
-        raise SceneError(source, f"internal error: the MJX-adapted model failed to compile: {e}") from None
+        raise SceneError(source, f"internal error: the MJX-adapted model failed to compile: {e}",
+                         codes=("MJX_ADAPT_INTERNAL",)) from None
     left = [e for e in check_mjx(new) if e["severity"] == "error"]
     if left:  # SHOULD NOT OCCUR: every fix above removes its reason
         raise SceneError(source, "internal error: after adaptation MJX would still refuse the model:\n"
-                         + _refusal_message(left, [], exclude), codes=_codes(left))
+                         + _refusal_message(left, [], exclude), codes=("MJX_ADAPT_INTERNAL",) + _codes(left))
     return new, log + [e for e in check_mjx(new) if e["severity"] != "error"]
+
+
+def check_mjx_trace(model, source="MjModel", *, need_sensors=False, adapt=True, cache=True):
+    """Trace ``mjx.forward`` abstractly; ``(model for MJX, log)`` or one ``SceneError`` (``scenes/mjx_trace.py``)."""
+    from .mjx_trace import check_mjx_trace as check
+
+    return check(model, source, need_sensors=need_sensors, adapt=adapt, cache=cache)
 
 
 def _codes(entries) -> tuple[str, ...]:

@@ -3,12 +3,8 @@
 from __future__ import annotations
 
 import functools
-import os
 
 import pytest
-
-# Keep the warp-less MJX import quiet and the XLA CPU client deterministic in tests.
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from mjharness.adapters import MjScene  # noqa: E402
 

@@ -5,56 +5,15 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 import numpy as np
-from scipy.special import ellipj, ellipkinc
 
+from mjharness.adapters.analytic import euler_jacobi as torque_free_omega  # noqa: F401
 from mjharness.integrators import StateRegistry, StateSpec
-from mjharness.integrators.policies import quat_dot
-
-
-def torque_free_omega(inertia, w0, t):
-    """Body angular velocity of a torque-free rigid body (Euler's equations, principal axes).
-
-    Jacobi elliptic solution (Landau & Lifshitz §37) for I1 < I2 < I3, any initial ``w0``; ``t`` any
-    shape, result ``t.shape + (3,)``.
-    """
-    I1, I2, I3 = inertia
-    if not I1 < I2 < I3:
-        raise ValueError(f"need I1 < I2 < I3, got {inertia}")
-    E2, L2 = np.sum(inertia * w0**2), np.sum((inertia * w0) ** 2)
-    t = np.asarray(t, float)
-    if L2 < E2 * I2:  # tumbling about the minor axis 1: omega_1 keeps its sign (dn)
-        A = np.sqrt([(E2 * I3 - L2) / (I1 * (I3 - I1)), (L2 - E2 * I1) / (I2 * (I2 - I1)),
-                     (L2 - E2 * I1) / (I3 * (I3 - I1))])
-        m = (I3 - I2) * (L2 - E2 * I1) / ((I2 - I1) * (E2 * I3 - L2))
-        s, iw, ic = np.sign(w0[0]), 0, 2
-    else:  # about the major axis 3
-        A = np.sqrt([(E2 * I3 - L2) / (I1 * (I3 - I1)), (E2 * I3 - L2) / (I2 * (I3 - I2)),
-                     (L2 - E2 * I1) / (I3 * (I3 - I1))])
-        m = (I2 - I1) * (E2 * I3 - L2) / ((I3 - I2) * (L2 - E2 * I1))
-        s, iw, ic = np.sign(w0[2]), 2, 0
-    rate = s * (I3 - I1) * A[0] * A[2] / (I2 * A[1])  # d(elliptic argument)/dt, from I2 w2' = (I3-I1) w3 w1
-    u0 = ellipkinc(np.arctan2(w0[1] / A[1], w0[ic] / A[ic]), m)
-    sn, cn, dn, _ = ellipj(u0 + rate * t, m)
-    out = np.empty(t.shape + (3,))
-    out[..., iw] = s * A[iw] * dn
-    out[..., 1] = A[1] * sn
-    out[..., ic] = A[ic] * cn
-    return out
-
-
-def quat_to_mat(q):
-    w, x, y, z = q[..., 0], q[..., 1], q[..., 2], q[..., 3]
-    return np.stack([
-        np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], -1),
-        np.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], -1),
-        np.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], -1),
-    ], -2)
+from mjharness.integrators.rotations import quat_dot, quat_to_mat
 
 
 def world_angular_momentum(quat, omega, inertia):
     """R(q) I omega for (..., 4) unit quaternions and (..., 3) body rates (principal body frame)."""
-    return np.einsum("...ij,...j->...i", quat_to_mat(quat / np.linalg.norm(quat, axis=-1, keepdims=True)),
-                     inertia * omega)
+    return np.einsum("...ij,...j->...i", np.asarray(quat_to_mat(quat)), inertia * omega)
 
 
 class ToyRigidBody:

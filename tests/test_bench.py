@@ -2,8 +2,9 @@
 
 No assertion here is about speed: the figures of a 2-world, 20-step run on a shared machine mean
 nothing. What is checked: every peer ran and did the same work (final states equal MuJoCo C's
-``mujoco.rollout`` from the same initial states), the ratios and targets follow from the recorded
-throughputs, and the CLI writes a JSON report with machine, versions and every figure.
+``mujoco.rollout`` from the same initial states), our integrators ran through ``rollout()`` (the
+entry point users call) and are timed by its ``run_s``, the ratios and targets follow from the
+recorded throughputs, and the CLI writes a JSON report with machine, versions and every figure.
 """
 
 from __future__ import annotations
@@ -15,7 +16,11 @@ import mujoco
 import numpy as np
 import pytest
 
-from mjharness.rollout import bench
+import mjharness.rollout as mjrollout
+from mjharness.integrators import INTEGRATORS
+from mjharness.rollout import bench, initial_states
+from mjharness.rollout.bench.peers import native_states
+from mjharness.rollout.bench.timing import Peer, time_interleaved
 from mjharness.rollout.cli import main as cli_main
 from mjharness.scenes import load_scene
 
@@ -24,9 +29,14 @@ B, STEPS, EVERY = 2, 20, 5
 
 
 @pytest.fixture(scope="module")
-def cell(tmp_path_factory):
-    return bench.bench_cell("bench_pendulum", batch=B, steps=STEPS, peers=PEERS, record_every=EVERY, repeats=1,
-                            min_time=0.0, perturb=0.3, tmpdir=str(tmp_path_factory.mktemp("bench")))
+def scene(scene_cache):
+    return scene_cache("bench_pendulum")
+
+
+@pytest.fixture(scope="module")
+def cell(scene, tmp_path_factory):
+    return bench.bench_cell(scene, batch=B, steps=STEPS, peers=PEERS, record_every=EVERY, repeats=1, min_time=0.0,
+                            perturb=0.3, tmpdir=str(tmp_path_factory.mktemp("bench")))
 
 
 def test_cell_fields_and_throughput(cell):
@@ -40,12 +50,16 @@ def test_cell_fields_and_throughput(cell):
         assert r["world_steps_per_s"] == pytest.approx(B * STEPS * r["calls"] / r["timed_s"], rel=1e-12)
         assert r["compile_s"] >= 0 and r["rss_peak"] > 0 and r["finite"]
     by = {r["peer"]: r for r in cell["results"]}
-    # XLA's plan holds at least the donated state: (B, nq + nv) doubles for ours.
-    assert by["semi_implicit_euler"]["peak_bytes"] >= B * 2 * 8
+    # XLA's plan of raw MJX holds at least the donated state: (B, nq + nv) doubles.
+    assert by["mjx_step"]["peak_bytes"] >= B * 2 * 8
     assert by["mujoco_rollout"]["nthread"] >= 1
     assert by["rollout_h5"]["file_bytes"] > 0 and by["rollout"]["file_bytes"] == 0
     # The h5 peer runs the function the plain engine peer compiled: its compile is a reuse, not a figure.
     assert (by["rollout_h5"]["compile_cache"], by["rollout_h5"]["compile_s"]) == ("in-process", 0.0)
+    # The engine peers run the scene's own integrator (the pendulum says Euler): the integrator peer's.
+    for p in ("rollout", "rollout_h5"):
+        assert by[p]["integrator"] == by["semi_implicit_euler"]["integrator"]
+    assert by["semi_implicit_euler"]["integrator"]["name"] == "semi_implicit_euler"
 
 
 def test_ratios_follow_from_throughput(cell):
@@ -61,15 +75,14 @@ def test_ratios_follow_from_throughput(cell):
     t = bench.targets([cell])
     assert [x["target"] for x in t] == ["rollout_h5 / rollout wall"]
     assert t[0]["value"] == by["rollout_h5"]["x_rollout"] and t[0]["met"] == (t[0]["value"] <= 1.10)
+    assert t[0]["note"] == f"HDF5 export at record_every={EVERY}"
 
 
-def test_peers_do_the_same_work(cell):
-    """Every Euler-scheme peer ends where MuJoCo C ends, and MuJoCo C is checked against mj_step here."""
+def test_peers_do_the_same_work(cell, scene):
+    """Every peer of the scene's own scheme ends where MuJoCo C ends, and MuJoCo C is checked against
+    mj_step here."""
     model = load_scene("bench_pendulum")
-    from mjharness.adapters import MjScene
-    from mjharness.rollout.engine import initial_states
-
-    x0 = initial_states(MjScene(model), B, 0, 0.3)
+    x0 = initial_states(scene, B, 0, 0.3)
     d = mujoco.MjData(model)
     want = []
     for x in x0:
@@ -80,13 +93,48 @@ def test_peers_do_the_same_work(cell):
         want.append(d.qpos[0])
     moved = np.abs(np.array(want) - x0[:, 0])
     assert np.all(moved > 1e-4)  # the worlds really moved: agreement below is not trivial
+    assert bench.scene_scheme(scene) == "semi_implicit_euler"
     for r in cell["results"]:
         assert r["agrees_with"] == "mujoco_rollout"
         assert r["max_dqpos"] < 1e-10 and r["max_dqvel"] < 1e-9, r["peer"]
-    # The native peer itself against plain mj_step (the independent reference).
-    report = bench._native_states(MjScene(model), x0)
-    assert report.shape == (B, mujoco.mj_stateSize(model, mujoco.mjtState.mjSTATE_FULLPHYSICS))
-    np.testing.assert_array_equal(report[:, 1], x0[:, 0])
+    # The native peer's initial states: the rows of x0 (the independent reference is mj_step above).
+    states = native_states(scene, x0)
+    assert states.shape == (B, mujoco.mj_stateSize(model, mujoco.mjtState.mjSTATE_FULLPHYSICS))
+    np.testing.assert_array_equal(states[:, 1], x0[:, 0])
+
+
+def test_integrator_peers_run_through_rollout(cell, scene, monkeypatch):
+    """An integrator peer's call is one rollout() of the cell's steps, chained (each call starts where
+    the last ended, time included), and its timed seconds are that call's ``stats["run_s"]``. Same scene
+    object and shapes as the module's cell: the engine reuses its compiled function (no new compile)."""
+    calls = []
+
+    def spy(*args, **kw):
+        r = rollout(*args, **kw)
+        calls.append((kw, r))
+        return r
+
+    rollout = mjrollout.rollout
+    monkeypatch.setattr(mjrollout, "rollout", spy)
+    c = bench.bench_cell(scene, batch=B, steps=STEPS, peers=("semi_implicit_euler",), repeats=3, min_time=0.0,
+                         perturb=0.3)
+    (row,) = c["results"]
+    assert len(calls) == 1 + row["calls"] == 4  # the warm-up, then the timed calls
+    assert row["compile_cache"] == "in-process" and row["compile_s"] == 0.0
+    assert row["call_s"] == [round(r.stats["run_s"], 6) for _, r in calls[1:]]
+    for (kw, r), (kw_next, _) in zip(calls, calls[1:]):
+        assert (kw["steps"], kw["record_every"], kw["chunk"]) == (STEPS, STEPS, STEPS)
+        assert kw["out"] is None and kw["progress"] is False
+        np.testing.assert_array_equal(kw_next["x0"], r.x[-1])
+        assert kw_next["t0"] == pytest.approx(kw["t0"] + STEPS * c["dt"], rel=1e-12)
+    np.testing.assert_array_equal(calls[0][0]["x0"], initial_states(scene, B, 0, 0.3))
+
+
+def test_peer_names_come_from_the_registry():
+    names = bench.peer_names()
+    assert set(INTEGRATORS) <= set(names) and len(set(names)) == len(names)
+    assert names[:len(bench.RAW_PEERS + bench.ENGINE_PEERS)] == bench.RAW_PEERS + bench.ENGINE_PEERS
+    assert set(bench.DEFAULT_PEERS) <= set(names)
 
 
 def test_cli_json_and_table(tmp_path, capsys):
@@ -121,8 +169,10 @@ def test_bad_input_is_a_clear_error(capsys):
         bench.bench_cell("bench_pendulum", batch=1, steps=10, peers=("mjx_steps",))
     with pytest.raises(bench.BenchError, match="multiple of record_every"):
         bench.bench_cell("bench_pendulum", batch=1, steps=15, peers=("rollout",), record_every=10)
+    with pytest.raises(bench.BenchError, match="unknown peer.*'rk5'"):
+        bench.bench_report(scenes=["bench_pendulum"], peers=("rk5",))
     rc = cli_main(["bench", "bench_pendulum", "--batch", "0", "--quiet"])
-    assert rc == 2 and "--batch 0" in capsys.readouterr().err
+    assert rc == 2 and "batch must be an int >= 1, got 0" in capsys.readouterr().err
 
 
 def test_peers_are_timed_interleaved_and_chained():
@@ -131,10 +181,10 @@ def test_peers_are_timed_interleaved_and_chained():
     def peer(name):
         def call(state):
             order.append(name)
-            return state + 1  # chained: each call starts where the last ended
-        return bench._Peer(name, call, 0, 0.0, (), lambda times, state: None)
+            return state + 1, 0.5  # chained: each call starts where the last ended
+        return Peer(name, call, 0, 0.0, (), lambda times, state: None)
 
     a, b = peer("a"), peer("b")
-    times = bench._time_interleaved([a, b], repeats=3, min_time=0.0)
+    times = time_interleaved([a, b], repeats=3, min_time=0.0)
     assert order == ["a", "b"] * 3
-    assert [len(times["a"]), len(times["b"])] == [3, 3] and (a.state, b.state) == (3, 3)
+    assert times == {"a": [0.5] * 3, "b": [0.5] * 3} and (a.state, b.state) == (3, 3)

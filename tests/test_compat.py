@@ -1,11 +1,16 @@
 """MJX compatibility (issue 8): our checks agree with what mjx.put_model/make_data accept; strict lists every
 reason; adapt applies only the documented substitutions; opted-in exclusion drops exactly the unsupported pairs.
 
-No JIT: put_model and make_data alone are the reference (each takes milliseconds)."""
+Trace-time failures (issue 21): models put_model accepts but mjx.forward cannot trace adapt or refuse with a code.
+
+No JIT except one small mjx.forward: put_model, make_data and abstract traces are the references."""
 
 from __future__ import annotations
 
+import copy
+import glob
 import json
+import os
 
 import mujoco
 import numpy as np
@@ -13,9 +18,10 @@ import pytest
 from mujoco import mjx
 from mujoco.mjx._src import collision_driver, types
 
-from mjharness.scenes import SceneError, compat, compat_log, list_scenes, load_scene, scene_info
+from mjharness.scenes import LOAD_CODES, SceneError, compat, compat_log, list_scenes, load_scene, mjx_trace, scene_info
 from mjharness.scenes.compat import (
     CODES,
+    MODES,
     check_mjx,
     compat_log_from_json,
     compat_log_to_json,
@@ -147,7 +153,26 @@ def test_every_code_is_triggered_by_a_test_scene():
     seen = set().union(*(c[1] for c in CASES.values()))
     seen |= codes(check_mjx(_tendon_wrap_none()))
     seen |= codes(check_mjx(mujoco.MjModel.from_xml_string(CASES["discrete_noslip_sleep"][0])), "warning")
+    for xml in (TOUCH, NO_DOFS):  # found by the trace, after check_mjx passes
+        with pytest.raises(SceneError) as info:
+            load_scene(xml, mjx="strict")
+        seen |= set(info.value.codes)
     assert seen == set(CODES)
+
+
+# ---- trace-time failures (issue 21): put_model accepts, mjx.forward cannot be traced -------------------
+# A touch sensor on a model with constraint rows (the hinge limit) but no geom that can collide: MJX 3.17's
+# sensor_acc concatenates the (empty) per-condim contact forces, as dm_control's testing cartpole.xml does.
+TOUCH = """<mujoco model="touchy"><option gravity="0 0 -9.81"/><worldbody>
+  <body name="arm"><joint name="j" type="hinge" axis="0 1 0" range="-30 30" limited="true" damping=".2"/>
+  <geom name="rod" type="capsule" fromto="0 0 0 .3 0 0" size=".02" contype="0" conaffinity="0"/>
+  <site name="pad" pos=".3 0 0" size=".03"/></body></worldbody>
+  <actuator><motor name="m" joint="j" gear="2"/></actuator>
+  <sensor><touch name="tip" site="pad"/><jointpos name="angle" joint="j"/></sensor></mujoco>"""
+
+# No degrees of freedom (a static prop, as dm_control's arena.xml): MJX's kinematics scan refuses nv=0.
+NO_DOFS = """<mujoco model="prop"><worldbody><geom name="floor" type="plane" size="1 1 .1"/>
+  <body name="block" pos="0 0 .1"><geom name="b" type="box" size=".1 .1 .1"/></body></worldbody></mujoco>"""
 
 
 def test_our_tables_are_mjx_tables():
@@ -380,10 +405,12 @@ def test_exclusion_refused_when_a_pair_cannot_reproduce_the_contact():
 
 
 def test_bad_arguments_change_nothing():
-    with pytest.raises(SceneError, match="mjx must be one of"):
+    with pytest.raises(SceneError, match="mjx must be one of") as info:
         load_scene("brick", mjx="lenient")
-    with pytest.raises(SceneError, match="unsupported_contacts must be one of"):
+    assert info.value.codes == ("SCENE_OPTION_INVALID",)
+    with pytest.raises(SceneError, match="unsupported_contacts must be one of") as info:
         load_scene("brick", unsupported_contacts="drop")
+    assert info.value.codes == ("SCENE_OPTION_INVALID",)
 
 
 def test_log_round_trips_through_json_and_hdf5(tmp_path):
@@ -436,3 +463,155 @@ def test_require_mjx_compatible_on_a_raw_mjmodel():
     assert "mjx=\"adapt\"" in str(info.value) and "geom 'ga' (ellipsoid, body 'a')" in str(info.value)
     ok = mujoco.MjModel.from_xml_string(CASES["discrete_noslip_sleep"][0])
     assert codes(compat.require_mjx_compatible(ok), "warning") == {"MJX_FEATURE_IGNORED"}
+
+
+# ---- trace-time failures (issue 21) --------------------------------------------------------------------
+class _Compiles:
+    """Counts lowerings to XLA and XLA compiles (JAX's monitoring events) while active. Lowering comes
+    before the persistent-cache lookup, so a cache hit counts too."""
+
+    count, active = 0, False
+
+    def __init__(self):
+        from jax import monitoring
+
+        if not getattr(_Compiles, "_registered", False):
+            monitoring.register_event_duration_secs_listener(_Compiles._on_event)
+            _Compiles._registered = True
+
+    @staticmethod
+    def _on_event(name, _secs, **_kw):
+        if _Compiles.active and name in ("/jax/core/compile/jaxpr_to_mlir_module_duration",
+                                          "/jax/core/compile/backend_compile_duration"):
+            _Compiles.count += 1
+
+    def __enter__(self):
+        _Compiles.count, _Compiles.active = 0, True
+        return self
+
+    def __exit__(self, *exc):
+        _Compiles.active = False
+
+
+def test_touch_sensor_without_contacts_fails_to_trace_in_raw_mjx():
+    m = mujoco.MjModel.from_xml_string(TOUCH)
+    assert mjx_refusal(m) is None and not is_refused(check_mjx(m))  # every earlier check passes
+    failure = mjx_trace.trace_forward(m)
+    assert failure["stage"] == "sensor" and failure["function"] == "sensor_acc"
+    assert failure["error"] == "ValueError: Need at least one array to concatenate."
+    assert failure["where"].startswith("mjx/_src/sensor.py:")
+
+
+def test_touch_sensor_adapts_and_keeps_the_dynamics():
+    import jax
+
+    m = load_scene(TOUCH)
+    ref = mujoco.MjModel.from_xml_string(TOUCH)
+    assert m.opt.disableflags == ref.opt.disableflags | mujoco.mjtDisableBit.mjDSBL_SENSOR
+    (entry,) = compat_log(m)
+    assert (entry["severity"], entry["code"], entry["context"]["flag"]) == ("warning", "MJX_TRACE_SENSOR", "sensor")
+    assert entry["context"]["sensors"] == ["touch sensor 'tip'"] and entry["context"]["fix"]
+    assert '<flag sensor="disable"/>' in scene_info(m).xml  # the saved XML compiles to the model that runs
+    assert mujoco.MjModel.from_xml_string(scene_info(m).xml).opt.disableflags == m.opt.disableflags
+    # MuJoCo C with sensors on (the original) and MJX on the adapted model: same qacc, at the limit, driven
+    d_ref, d = mujoco.MjData(ref), mujoco.MjData(m)
+    for dd, mm in ((d_ref, ref), (d, m)):
+        dd.qpos[0], dd.qvel[0], dd.ctrl[0] = np.deg2rad(31), 0.7, 0.3
+        mujoco.mj_forward(mm, dd)
+    assert d_ref.nefc == 1 and d_ref.sensordata[1] == d_ref.qpos[0]  # the limit is active; sensors ran in C
+    np.testing.assert_array_equal(d.qacc, d_ref.qacc)  # C itself: switching sensors off changes no dynamics
+    mx = mjx.put_model(m)
+    dx = jax.jit(mjx.forward)(mx, mjx.put_data(m, mujoco.MjData(m)).replace(
+        qpos=d_ref.qpos.copy(), qvel=d_ref.qvel.copy(), ctrl=d_ref.ctrl.copy()))
+    np.testing.assert_allclose(np.asarray(dx.qacc), d_ref.qacc, rtol=1e-10, atol=1e-12)
+    assert not np.asarray(dx.sensordata).any()
+
+
+def test_trace_failure_refuses_with_a_code_in_strict_or_when_sensors_are_needed():
+    for kw, fix in ((dict(mjx="strict"), 'load with mjx="adapt"'), (dict(need_sensors=True), "sensor outputs were "
+                                                                   "requested")):
+        with pytest.raises(SceneError) as info:
+            load_scene(TOUCH, **kw)
+        assert info.value.codes == ("MJX_TRACE_SENSOR",), kw
+        msg = str(info.value)
+        assert msg.startswith("XML string") and "sensor_acc" in msg and "touch sensor 'tip'" in msg, msg
+        assert "Need at least one array to concatenate" in msg and fix in msg and "Traceback" not in msg
+    m = mujoco.MjModel.from_xml_string(TOUCH)
+    with pytest.raises(SceneError) as info:  # the same check on a raw MjModel, without adapting
+        compat.check_mjx_trace(m, "my model", adapt=False)
+    assert info.value.codes == ("MJX_TRACE_SENSOR",) and info.value.source == "my model"
+    adapted, log = compat.check_mjx_trace(m, "my model")
+    assert adapted is not m and not m.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_SENSOR  # caller's untouched
+    assert [e["code"] for e in log] == ["MJX_TRACE_SENSOR"]
+
+
+def test_trace_check_compiles_nothing_and_remembers_its_verdicts(monkeypatch, tmp_path):
+    import jax
+
+    monkeypatch.setenv("MJHARNESS_CACHE_DIR", str(tmp_path))
+    m, touch = load_scene("double_pendulum"), mujoco.MjModel.from_xml_string(TOUCH)
+    with _Compiles() as c:
+        out, log = compat.check_mjx_trace(m, cache=False)
+        with pytest.raises(SceneError):
+            compat.check_mjx_trace(touch, adapt=False, cache=False)
+    assert out is m and log == [] and c.count == 0
+    with _Compiles() as c:  # the counter does see a compile
+        jax.jit(lambda x: x * 3.0 + 1.0)(np.ones(2))
+    assert c.count >= 1
+    assert len(list((tmp_path / "mjx_trace").iterdir())) == 2  # both verdicts are on disk ...
+
+    def no_trace(_model):
+        raise AssertionError("traced again")
+
+    monkeypatch.setattr(mjx_trace, "trace_forward", no_trace)
+    mjx_trace._VERDICTS.clear()  # ... so a new process (empty memory) does not trace again
+    assert compat.check_mjx_trace(m) == (m, [])
+    with pytest.raises(SceneError) as info:
+        compat.check_mjx_trace(touch, adapt=False)
+    assert info.value.codes == ("MJX_TRACE_SENSOR",) and "sensor_acc" in str(info.value)
+    edited = copy.copy(m)
+    edited.body_mass[1] *= 2  # another model: another verdict
+    with pytest.raises(AssertionError, match="traced again"):
+        compat.check_mjx_trace(edited)
+
+
+def test_a_trace_failure_outside_the_sensors_refuses_in_both_modes():
+    for mode in MODES:
+        with pytest.raises(SceneError) as info:
+            load_scene(NO_DOFS, mjx=mode)
+        assert info.value.codes == ("MJX_TRACE_FAILED",), mode
+        msg = str(info.value)
+        assert "mjx.forward -> fwd_position" in msg and "Scan across Model with zero DoFs" in msg, msg
+        assert "no degrees of freedom (nv=0)" in msg and "Traceback" not in msg
+
+
+# The MJCFs shipped inside the mujoco wheel (MJX's own test models, MuJoCo's testdata): each one loads, or
+# refuses with exactly these codes. mjx.forward traces of the ones that load are remembered on disk, so
+# only the first run on a machine pays them (about 4 min under load on 2 cores; 1 s after).
+WHEEL = os.path.dirname(mujoco.__file__)
+WHEEL_MJCFS = sorted(os.path.relpath(p, WHEEL) for p in glob.glob(os.path.join(WHEEL, "**", "*.xml"), recursive=True))
+WHEEL_REFUSED = {
+    "mjx/test_data/actuator/arm26.xml": {"MJCF_COMPILE_FAILED"},  # MuJoCo's lengthrange does not converge
+    "mjx/test_data/constraints.xml": {"MJCF_COMPILE_FAILED"},  # a ball joint in a fixed tendon
+    "mjx/test_data/ray.xml": {"MJX_TRACE_FAILED"},  # nv = 0
+    "testdata/msh.xml": {"MJX_TRACE_FAILED"},  # nv = 0
+    "testdata/model.xml": {"MJX_COLLISION_PAIR_UNSUPPORTED", "MJX_SENSOR_UNSUPPORTED"},
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("rel", WHEEL_MJCFS)
+def test_wheel_mjcf_loads_or_refuses_with_a_code(rel):
+    try:
+        m = load_scene(os.path.join(WHEEL, rel))
+    except SceneError as e:
+        assert e.codes and set(e.codes) <= set(CODES) | set(LOAD_CODES), e.codes
+        assert set(e.codes) == WHEEL_REFUSED.get(rel), str(e)
+        return
+    except Exception as e:  # anything but a SceneError is a bug: the CLI would print a raw traceback
+        pytest.fail(f"{rel}: raw {type(e).__name__} from load_scene: {e}")
+    assert rel not in WHEEL_REFUSED and not is_refused(compat_log(m)), rel
+
+
+def test_wheel_table_names_real_files():
+    assert len(WHEEL_MJCFS) >= 30 and set(WHEEL_REFUSED) < set(WHEEL_MJCFS)

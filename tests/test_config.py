@@ -1,4 +1,4 @@
-"""Process-wide settings applied on import (integrators/_config.py)."""
+"""Process-wide settings applied on import of ``mjharness.adapters`` (adapters/settings.py)."""
 
 from __future__ import annotations
 
@@ -8,30 +8,60 @@ import sys
 
 import jax
 
-from mjharness.integrators import _config
+from mjharness.adapters import settings
 
 
-def _run(code: str, **env) -> subprocess.CompletedProcess:
-    e = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "MJHARNESS_XLA_FLAGS")}
+def _run(code: str, cwd=None, **env) -> subprocess.CompletedProcess:
+    e = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "MJHARNESS_XLA_FLAGS", "PYTHONPATH")}
+    if cwd is not None:  # a folder of stand-in modules, ahead of site-packages
+        e["PYTHONPATH"] = str(cwd)
     return subprocess.run([sys.executable, "-c", code], env=dict(e, **env), capture_output=True, text=True,
                           timeout=300)
 
 
 def test_float64_and_the_xla_cpu_flag_are_on_in_this_process():
     assert jax.config.jax_enable_x64
-    assert _config.XLA_CPU_FLAG in os.environ.get("XLA_FLAGS", "").split()
+    assert settings.XLA_CPU_FLAG in os.environ.get("XLA_FLAGS", "").split()
 
 
 def test_the_flag_is_set_on_import_and_a_users_xla_flags_win():
-    code = "import os, mjharness.integrators; print(os.environ.get('XLA_FLAGS'))"
-    assert _run(code).stdout.strip().splitlines()[-1] == _config.XLA_CPU_FLAG
+    code = "import os, mjharness.adapters; print(os.environ.get('XLA_FLAGS'))"
+    assert _run(code).stdout.strip().splitlines()[-1] == settings.XLA_CPU_FLAG
     mine = "--xla_cpu_use_fusion_emitters=true --xla_force_host_platform_device_count=2"
     assert _run(code, XLA_FLAGS=mine).stdout.strip().splitlines()[-1] == mine
     other = "--xla_force_host_platform_device_count=2"
-    assert _run(code, XLA_FLAGS=other).stdout.strip().splitlines()[-1] == f"{other} {_config.XLA_CPU_FLAG}"
+    assert _run(code, XLA_FLAGS=other).stdout.strip().splitlines()[-1] == f"{other} {settings.XLA_CPU_FLAG}"
     assert _run(code, MJHARNESS_XLA_FLAGS="0").stdout.strip().splitlines()[-1] == "None"
 
 
 def test_importing_after_the_backend_started_warns_and_changes_nothing():
-    p = _run("import os, warnings, jax; jax.devices(); warnings.simplefilter('error'); import mjharness.integrators")
+    p = _run("import os, warnings, jax; jax.devices(); warnings.simplefilter('error'); import mjharness.adapters")
     assert p.returncode != 0 and "RuntimeWarning" in p.stderr and "XLA_FLAGS" in p.stderr
+
+
+def test_the_integrators_layer_changes_no_global_setting():
+    p = _run("import jax, mjharness.integrators, os; print(jax.config.jax_enable_x64, os.environ.get('XLA_FLAGS'))")
+    assert p.returncode == 0 and p.stdout.split() == ["False", "None"], p.stderr[-2000:]
+
+
+def test_float32_and_cache_dirs_from_the_environment(tmp_path):
+    code = ("import jax, mjharness.adapters as a; "
+            "print(jax.config.jax_enable_x64, jax.config.jax_compilation_cache_dir, a.settings.export_dir())")
+    p = _run(code, MJHARNESS_X64="0", MJHARNESS_CACHE_DIR=str(tmp_path / "c"))
+    assert p.stdout.split() == ["False", str(tmp_path / "c"), str(tmp_path / "c" / "exported")], p.stderr[-2000:]
+    assert (tmp_path / "c").is_dir()
+    p = _run(code, MJHARNESS_CACHE_DIR="")
+    assert p.stdout.split() == ["True", "None"], p.stderr[-2000:]  # cache and export cache off
+    p = _run(code, MJHARNESS_CACHE_DIR=str(tmp_path / "d"), MJHARNESS_EXPORT_CACHE="0")
+    assert p.stdout.split() == ["True", str(tmp_path / "d")], p.stderr[-2000:]
+
+
+def test_mjx_optional_backend_notices_are_dropped_and_other_output_kept(tmp_path):
+    plain = _run("import mujoco.mjx")
+    assert "Failed to import warp: No module named 'warp'" in plain.stdout  # what mujoco-mjx prints by itself
+    ours = _run("import mjharness.adapters, sys; print('mjx' in dir(sys.modules['mujoco']))")
+    assert ours.returncode == 0 and ours.stdout.splitlines() == ["True"], ours.stdout + ours.stderr[-2000:]
+    # A Warp that is installed but does not load is a real error: its notice stays.
+    (tmp_path / "warp.py").write_text("raise ImportError('libcuda.so.1: cannot open shared object file')\n")
+    broken = _run("import mjharness.adapters", cwd=tmp_path)
+    assert "Failed to import warp: libcuda.so.1: cannot open shared object file" in broken.stdout, broken.stdout

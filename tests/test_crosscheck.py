@@ -17,7 +17,7 @@ import pytest
 from mjharness.adapters import MjScene
 from mjharness.rollout import crosscheck, h5
 from mjharness.rollout.cli import main as cli_main
-from mjharness.rollout.crosscheck import CrossCheckError, mujoco_peer_trajectory
+from mjharness.rollout.verify import CrossCheckError, mujoco_peer_trajectory
 from mjharness.scenes import load_scene, scene_info
 
 # A free body built from two geoms (COM off the body origin, inertia not diagonal in body axes) under

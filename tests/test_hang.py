@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from mujoco import mjx
 
-from mjharness.rollout.watchdog import (
+from mjharness.rollout.diagnostics.watchdog import (
     ENV_VAR,
     DeviceStallError,
     Watchdog,
@@ -53,7 +53,7 @@ def humanoid_run():
     64 sharded over two XLA CPU devices: with jax 0.10.2 this exact run stalls at its first call on
     our 2-core machine (at batch 4 it does not; README, issue 9); the pinned 0.9.2 runs it. Only 20
     steps: the run itself is under a second, the cost is the compile (cached after the first run)."""
-    cmd = [sys.executable, "-m", "mjharness.rollout.hangrepro", "--scene", "humanoid", "--batch", str(BATCH),
+    cmd = [sys.executable, "-m", "mjharness.rollout.cli", "hangrepro", "--scene", "humanoid", "--batch", str(BATCH),
            "--steps", str(STEPS), "--dtype", "float64", "--keyframe", "0", "--devices", "2", "--check",
            "--stall-s", "120"]
     try:
@@ -82,6 +82,17 @@ def test_humanoid_batched_steps_finish_and_match_mujoco_c(humanoid_run):
     # MJX's Newton solver (1 iteration, 4 line-search steps, as the scene asks) tracks C to rounding:
     # measured 4.3e-15 after 20 steps (3.8e-15 unsharded); the bound leaves room for other BLAS/CPU summation orders.
     assert rec["max_abs_qpos_vs_c"] < 1e-9
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--batch", "3", "--devices", "2"], "batch 3 is not divisible by devices 2"),
+    (["--steps", "0"], "steps must be an int >= 1, got 0"),
+])
+def test_the_reproduction_refuses_bad_settings_before_it_starts(capsys, args, message):
+    from mjharness.rollout.cli import main
+
+    assert main(["hangrepro"] + args) == 2
+    assert capsys.readouterr().err.strip() == f"mjharness hangrepro: error: {message}"
 
 
 # ---------------------------------------------------------------- the watchdog, with test doubles

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from mjharness.adapters import MjScene
 from mjharness.adapters.noise import scene_noise, velocity_blocks
 from mjharness.integrators import StateError, StateRegistry, StateSpec
-from mjharness.integrators.noise import Increments
 from mjharness.integrators.prng import step_key
+from mjharness.integrators.sde import Increments
 from mjharness.integrators.stochastic import EulerMaruyama
 
 # -- canonical slot assignment (hypothesis) ---------------------------------------------------------

@@ -18,8 +18,10 @@ from mjharness.adapters.reference import (
     RigidBody,
     SpatialInertia,
     StateShapeError,
-    quat_to_mat,
+    principal_axes,
 )
+from mjharness.integrators import rotations as rt
+from mjharness.integrators.rotations import quat_to_mat
 from mjharness.scenes import load_scene
 
 # A free body whose COM is off the body origin and whose inertial frame is rotated, under a
@@ -112,6 +114,51 @@ def test_inertia_about_matches_point_cloud():
     si = SpatialInertia(m, com, about(com))
     for p in ([0.0, 0.0, 0.0], [1.0, -2.0, 0.5]):
         np.testing.assert_allclose(si.inertia_about(jnp.asarray(p)), about(np.asarray(p)), rtol=1e-12, atol=1e-14)
+
+
+def test_principal_axes_are_a_rotation_and_from_mujoco_matches_the_compiled_body(offset):
+    m, body = offset
+    w, R = principal_axes(body.inertia.inertia)
+    assert np.linalg.det(np.asarray(R)) == pytest.approx(1.0, abs=1e-14)
+    np.testing.assert_allclose(np.asarray(w), np.sort(m.body_inertia[1]), rtol=1e-13)
+    np.testing.assert_allclose(R @ np.diag(w) @ R.T, body.inertia.inertia, atol=1e-15)
+    # gravity compensation scales the reference body's gravity; a disabled gravity is zero
+    gc = load_scene(OFFSET_XML.replace('<body name="b" pos="0 0 1">', '<body name="b" pos="0 0 1" gravcomp="0.25">'))
+    np.testing.assert_allclose(RigidBody.from_mujoco(gc, "b").gravity, 0.75 * gc.opt.gravity, rtol=1e-15)
+    off = load_scene(OFFSET_XML.replace('<flag contact="disable"/>', '<flag contact="disable" gravity="disable"/>'))
+    np.testing.assert_array_equal(RigidBody.from_mujoco(off, 1).gravity, np.zeros(3))
+    with pytest.raises(ValueError, match="no body 'nope'"):
+        RigidBody.from_mujoco(m, "nope")
+
+
+# ---------------------------------------------------------------------------------------------- rotations
+
+def test_rotations_match_mujoco_c():
+    """quat_to_mat, mat_to_quat, quat_integrate, quat_mul against mju_quat2Mat / mju_mat2Quat /
+    mju_quatIntegrate / mju_mulQuat, batched, near the identity and near 180 degrees."""
+    rng = np.random.default_rng(7)
+    q = rng.normal(size=(64, 4))
+    q[:4] = [[1, 1e-9, 0, 0], [1e-9, 1, 0, 0], [0, 1e-9, 1, 0], [1e-12, 0, 0, -1]]  # each Shepperd pivot
+    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    w = rng.normal(size=(64, 3))
+    R = np.asarray(rt.quat_to_mat(q))
+    back = np.asarray(rt.mat_to_quat(R))
+    assert np.all(back[:, 0] >= 0)
+    for i in range(len(q)):
+        Rc, qc, qi, qm = np.zeros(9), np.zeros(4), q[i].copy(), np.zeros(4)
+        mujoco.mju_quat2Mat(Rc, q[i])
+        np.testing.assert_allclose(R[i].ravel(), Rc, atol=1e-15)
+        mujoco.mju_mat2Quat(qc, Rc)
+        np.testing.assert_allclose(back[i], qc * np.sign(qc[0] or 1.0), atol=1e-15)
+        mujoco.mju_quatIntegrate(qi, w[i], 0.01)
+        np.testing.assert_allclose(np.asarray(rt.quat_integrate(q[i], 0.01 * w[i])), qi, atol=1e-15)
+        mujoco.mju_mulQuat(qm, q[i], q[(i + 1) % len(q)])
+        np.testing.assert_allclose(np.asarray(rt.quat_mul(q[i], q[(i + 1) % len(q)])), qm, atol=1e-15)
+    # rot(axis, angle) is the exponential of the skew matrix: the same rotation as the quaternion exp
+    axis, angles = np.array([0.6, -0.8, 0.0]), np.linspace(-3, 3, 7)
+    np.testing.assert_allclose(rt.rot(axis, angles), rt.quat_to_mat(rt.quat_exp(angles[:, None] * axis)),
+                               atol=1e-15)
+    np.testing.assert_allclose(rt.hat(w[0]) @ w[1], np.cross(w[0], w[1]), atol=1e-15)
 
 
 # ---------------------------------------------------------------------------------------------- state

@@ -33,6 +33,7 @@ from rollout_common import (
 
 from mjharness.integrators.prng import step_key
 from mjharness.rollout import RolloutError, engine, open_rollout, rollout
+from mjharness.rollout.engine import run as run_module
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -256,7 +257,7 @@ def no_compile(monkeypatch):
     def boom(*a, **k):
         raise AssertionError("compiled despite bad input")
 
-    monkeypatch.setattr(engine, "_compiled", boom)
+    monkeypatch.setattr(run_module, "compiled_chunk", boom)
 
 
 @pytest.mark.parametrize("kwargs, match", [

@@ -7,7 +7,7 @@ import os
 import mujoco
 import pytest
 
-from mjharness.scenes import SceneError, list_scenes, load_scene, scene_info, scene_path
+from mjharness.scenes import LOAD_CODES, SceneError, list_scenes, load_scene, scene_info, scene_path
 
 REQUIRED = {"brick", "double_pendulum", "ball_chain", "arm", "box_on_plane", "mixed"}
 HINGE = """<mujoco model="one">
@@ -67,6 +67,7 @@ def test_malformed_xml_names_source_and_line():
     with pytest.raises(SceneError) as e:
         load_scene(bad)
     assert "XML string" in str(e.value) and "invalid keyword: 'hing'" in str(e.value) and "line 4" in str(e.value)
+    assert e.value.codes == ("MJCF_PARSE_FAILED",)
     with pytest.raises(SceneError, match=r"(?s)XML string .*parse error.*Line number=1"):
         load_scene("<mujoco><worldbody></mujoco>")
 
@@ -76,16 +77,22 @@ def test_malformed_file_names_file(tmp_path):
     p.write_text("<mujoco>\n  <worldbody>\n    <geom type='box' size='a b c'/>\n  </worldbody>\n</mujoco>")
     with pytest.raises(SceneError) as e:
         load_scene(str(p))
-    assert str(p) in str(e.value) and "line 3" in str(e.value)
+    assert str(p) in str(e.value) and "line 3" in str(e.value) and e.value.codes == ("MJCF_PARSE_FAILED",)
 
 
 def test_missing_file_and_unknown_name():
-    with pytest.raises(SceneError, match=r"file '/no/such/scene.xml': no such file"):
+    with pytest.raises(SceneError, match=r"file '/no/such/scene.xml': no such file") as e:
         load_scene("/no/such/scene.xml")
-    with pytest.raises(SceneError, match=r"bundled scene 'brik': no such bundled scene .*brick"):
+    assert e.value.codes == ("SCENE_NOT_FOUND",)
+    with pytest.raises(SceneError, match=r"bundled scene 'brik': no such bundled scene .*brick") as e:
         load_scene("brik")
-    with pytest.raises(SceneError, match="expected a path"):
+    assert e.value.codes == ("SCENE_NOT_FOUND",)
+    with pytest.raises(SceneError, match="expected a path") as e:
         load_scene(42)
+    assert e.value.codes == ("SCENE_SOURCE_INVALID",)
+    with pytest.raises(SceneError) as e:
+        scene_path("brik")
+    assert e.value.codes == ("SCENE_NOT_FOUND",)
 
 
 def test_mujoco_rejects_compiled_model():
@@ -93,3 +100,21 @@ def test_mujoco_rejects_compiled_model():
     with pytest.raises(SceneError, match=r"XML string.*mass and inertia of moving bodies") as e:
         load_scene(massless)
     assert isinstance(e.value, ValueError) and e.value.source.startswith("XML string")
+    assert e.value.codes == ("MJCF_COMPILE_FAILED",)
+
+
+def test_every_code_raised_is_documented():
+    """Each code literal a SceneError is raised with in scenes/ is in LOAD_CODES or compat.CODES (stable, listed)."""
+    import re
+
+    from mjharness.scenes import compat
+
+    src = os.path.dirname(compat.__file__)
+    raised = set()
+    for name in os.listdir(src):
+        if name.endswith(".py"):
+            with open(os.path.join(src, name)) as f:
+                raised |= set(re.findall(r'codes=\(\s*"([A-Z_]+)"', f.read()))
+    assert {"SCENE_NOT_FOUND", "MJCF_PARSE_FAILED", "MJCF_COMPILE_FAILED", "SCENE_OPTION_INVALID"} <= raised
+    assert raised <= set(LOAD_CODES) | set(compat.CODES), raised - set(LOAD_CODES) - set(compat.CODES)
+    assert not set(LOAD_CODES) & set(compat.CODES)

@@ -13,8 +13,8 @@ from scipy.spatial.transform import Rotation
 
 from mjharness.adapters import MjScene
 from mjharness.integrators import StateError, StateRegistry, StateSpec
-from mjharness.integrators.noise import Increments, coarsen, from_levy_area, levy_area, sample_increments
 from mjharness.integrators.prng import step_key
+from mjharness.integrators.sde import Increments, coarsen, from_levy_area, levy_area, sample_increments
 from mjharness.integrators.stochastic import SRA1, EulerMaruyama, StochasticHeun
 
 EM, HEUN, SRA = EulerMaruyama(), StochasticHeun(), SRA1()

@@ -1,4 +1,4 @@
-"""Brownian increments and how a packed diffusion buffer moves the states.
+"""Brownian increments for the stochastic integrators: sampling, Lévy areas, coarsening, the SDE update.
 
 Increments of one step, per global noise slot (``layout.noise_slots`` of them):
 

@@ -1,4 +1,4 @@
-"""The disk cache of traced chunk functions (rollout/aot.py): keys, reuse, and a second process."""
+"""The disk cache of traced chunk functions (rollout/cache.py): keys, reuse, and a second process."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from jax.sharding import SingleDeviceSharding
 
 from mjharness.adapters import MjScene
 from mjharness.integrators import RK4, SemiImplicitEuler, StateSpec
-from mjharness.rollout import aot, rollout
+from mjharness.rollout import cache, rollout
 
 KW = dict(dt=0.002, steps=40, batch=3, record_every=10, chunk=20, seed=1, progress=False)
 
@@ -21,12 +21,12 @@ KW = dict(dt=0.002, steps=40, batch=3, record_every=10, chunk=20, seed=1, progre
 def export_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("MJHARNESS_CACHE_DIR", str(tmp_path))
     monkeypatch.delenv("MJHARNESS_EXPORT_CACHE", raising=False)
-    monkeypatch.setattr(aot, "_IN_PROCESS", collections.OrderedDict())
+    monkeypatch.setattr(cache, "_IN_PROCESS", collections.OrderedDict())
     return tmp_path / "exported"
 
 
 def _as_if_new_process():
-    aot._IN_PROCESS.clear()  # what a fresh process starts with: only the disk cache
+    cache._IN_PROCESS.clear()  # what a fresh process starts with: only the disk cache
 
 
 def test_scene_trace_key_is_stable_and_names_what_the_trace_holds():
@@ -80,9 +80,9 @@ def test_a_repeat_in_the_same_process_reuses_the_executable(export_cache, monkey
     assert (first.stats["trace_cache"], again.stats["trace_cache"]) == ("traced", "in-process")
     assert again.stats["compile_s"] == 0.0 and sorted(export_cache.glob("*.jaxexport")) == files
     np.testing.assert_array_equal(again.x, first.x)
-    monkeypatch.setattr(aot, "_IN_PROCESS_MAX", 1)  # bounded: the oldest executable goes first
+    monkeypatch.setattr(cache, "_IN_PROCESS_MAX", 1)  # bounded: the oldest executable goes first
     other = rollout("double_pendulum", "rk4", **dict(KW, batch=2))
-    assert other.stats["trace_cache"] == "traced" and len(aot._IN_PROCESS) == 1
+    assert other.stats["trace_cache"] == "traced" and len(cache._IN_PROCESS) == 1
     assert rollout("double_pendulum", "rk4", **KW).stats["trace_cache"] == "exported"
 
 
@@ -104,27 +104,27 @@ def test_corrupt_or_unwritable_cache_entries_are_traced_again(export_cache):
     x = jnp.arange(9.0).reshape(3, 3) / 10
     sh = SingleDeviceSharding(jax.devices()[0])
     kw = dict(in_shardings=(sh,), out_shardings=(sh, sh), key="k" * 64)
-    _, _, _, src = aot.compile_cached(_tiny, (x,), **kw)
+    _, _, _, src = cache.compile_cached(_tiny, (x,), **kw)
     assert src == "traced"
     path = export_cache / ("k" * 64 + ".jaxexport")
     path.write_bytes(b"not an export")
     _as_if_new_process()
-    compiled, _, _, src = aot.compile_cached(_tiny, (x,), **kw)
+    compiled, _, _, src = cache.compile_cached(_tiny, (x,), **kw)
     assert src == "traced" and path.stat().st_size > 100  # overwritten with a good entry
     _as_if_new_process()
-    compiled2, _, _, src = aot.compile_cached(_tiny, (x,), **kw)
+    compiled2, _, _, src = cache.compile_cached(_tiny, (x,), **kw)
     assert src == "exported"
     for a, b in zip(compiled(x), compiled2(x)):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     export_cache.rename(export_cache.with_name("moved"))
     export_cache.write_bytes(b"")  # the cache folder is now a file: nothing can be stored there
-    _, _, _, src = aot.compile_cached(_tiny, (x,), **dict(kw, key="m" * 64))
+    _, _, _, src = cache.compile_cached(_tiny, (x,), **dict(kw, key="m" * 64))
     assert src == "traced"  # could not be stored, but the run goes on
 
 
 def test_second_process_takes_the_trace_from_disk():
     # The one check that needs two processes: a deserialized module calls jaxlib's LAPACK kernels
-    # without lowering any linalg op (jax-ml/jax#29610 segfaults there unless aot initialises them).
+    # without lowering any linalg op (jax-ml/jax#29610 segfaults there unless cache initialises them).
     from mjharness.rollout.bench import cache_check
 
     cc = cache_check("double_pendulum", integrator="rk4", steps=20, batch=2, timeout=600)

@@ -30,6 +30,8 @@ import sys
 import threading
 import time
 
+import jax
+
 __all__ = ["DeviceStallError", "Watchdog", "call_with_watchdog", "watchdog_timeout", "DEFAULT_TIMEOUT_S",
            "ENV_VAR"]
 
@@ -88,12 +90,7 @@ def watchdog_timeout(timeout_s: float | None = None) -> float:
 
 @functools.lru_cache(maxsize=1)
 def _is_cpu_backend() -> bool:
-    try:
-        import jax
-
-        return jax.default_backend() == "cpu"
-    except Exception:  # no JAX (a plain callable under guard): judge by CPU time too
-        return True
+    return jax.default_backend() == "cpu"
 
 
 def _frame_info(frame) -> tuple:
@@ -118,10 +115,6 @@ def _in_compiler(frame) -> bool:
 
 
 def _ready(out):
-    try:
-        import jax
-    except ImportError:
-        return out
     return jax.block_until_ready(out)
 
 

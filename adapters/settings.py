@@ -1,0 +1,110 @@
+"""Process-wide JAX/XLA settings, applied once when ``mjharness.adapters`` is imported (before any array).
+
+- float64 by default (``MJHARNESS_X64=0`` for float32): MuJoCo C is float64, and the cross-checks
+  against it are at 1e-12.
+- XLA:CPU's fusion emitters off (``XLA_CPU_FLAG``), unless ``XLA_FLAGS`` already says otherwise or
+  ``MJHARNESS_XLA_FLAGS=0``: they make MJX's kinematics exponential in the depth of the body tree.
+- JAX's persistent compilation cache in a user cache dir (``MJHARNESS_CACHE_DIR`` moves it,
+  ``MJHARNESS_CACHE_DIR=""`` turns it off), so a second process on the same scene skips most of its
+  compile. Beside it, ``exported/`` holds the engine's traced chunk functions (``rollout/cache.py``;
+  ``MJHARNESS_EXPORT_CACHE=0`` turns that part off), so a second process skips tracing as well.
+- ``mujoco.mjx`` imported with its optional-backend notices dropped: mujoco-mjx prints
+  "Failed to import warp: No module named 'warp'" (and the same for mujoco_warp) on every import
+  when its Warp backend is not installed; we never use that backend. Any other output of the
+  import passes through unchanged.
+
+The model-independent layer (``mjharness.integrators``) changes no global setting: a user who only
+uses it keeps JAX's own defaults.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import re
+import sys
+import warnings
+
+import jax
+
+__all__ = ["XLA_CPU_FLAG", "cache_dir", "export_dir", "configure"]
+
+# XLA:CPU's fusion emitters (the default in jaxlib 0.9) make MJX's kinematics exponential in the
+# depth of the body tree: one mjx.kinematics of an 8-hinge chain takes 0.86 s instead of 0.9 ms, a
+# 12-hinge chain's mjx.step 10-25 s. The older emitters have no such blow-up and, on the bundled
+# scenes, compile faster and run as fast (data/bench/). A user's own XLA_FLAGS setting wins.
+XLA_CPU_FLAG = "--xla_cpu_use_fusion_emitters=false"
+
+# What mujoco/mjx/warp/__init__.py prints when the optional `warp` package is absent.
+_ABSENT_WARP = re.compile(r"Failed to import (?:warp|mujoco_warp): No module named 'warp(?:\.[\w.]+)?'")
+
+
+def _off(var: str, default: str = "1") -> bool:
+    return os.environ.get(var, default).strip() in ("0", "false", "False", "no", "off")
+
+
+def cache_dir() -> str:
+    """JAX's persistent compilation cache directory ("" = off)."""
+    if "MJHARNESS_CACHE_DIR" in os.environ:
+        return os.environ["MJHARNESS_CACHE_DIR"]
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "mjharness", "jax")
+
+
+def export_dir() -> str:
+    """Where ``rollout/cache.py`` keeps traced chunk functions ("" = off)."""
+    cache = cache_dir()
+    return "" if _off("MJHARNESS_EXPORT_CACHE") or not cache else os.path.join(cache, "exported")
+
+
+def _xla_flags() -> None:
+    flags = os.environ.get("XLA_FLAGS", "")
+    if "xla_cpu_use_fusion_emitters" in flags or _off("MJHARNESS_XLA_FLAGS"):
+        return
+    from jax._src import xla_bridge
+
+    if xla_bridge.backends_are_initialized():
+        warnings.warn(f"mjharness was imported after JAX started its backend, so {XLA_CPU_FLAG} (which keeps "
+                      f"deep MJX body trees from running exponentially slowly on CPU) is not in effect; import "
+                      f"mjharness first or put it in XLA_FLAGS", RuntimeWarning, stacklevel=3)
+        return
+    os.environ["XLA_FLAGS"] = f"{flags} {XLA_CPU_FLAG}".strip()
+
+
+def _compilation_cache() -> None:
+    cache = cache_dir()
+    if not cache or jax.config.jax_compilation_cache_dir is not None:
+        return  # off, or the user's own setting wins
+    try:
+        os.makedirs(cache, exist_ok=True)
+    except OSError:
+        return  # an unwritable home is no reason to fail; compile without the cache
+    jax.config.update("jax_compilation_cache_dir", cache)
+    # Cache even quick compiles: on 2-core machines small functions still take seconds.
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+
+
+def _import_mjx() -> None:
+    if "mujoco.mjx" in sys.modules:
+        return
+    captured = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(captured):
+            import mujoco.mjx  # noqa: F401
+    finally:
+        kept = [line for line in captured.getvalue().splitlines(keepends=True)
+                if not _ABSENT_WARP.fullmatch(line.rstrip("\r\n"))]
+        sys.stdout.write("".join(kept))
+
+
+def configure() -> None:
+    """Apply the settings above (idempotent; runs on import of ``mjharness.adapters``)."""
+    _xla_flags()
+    jax.config.update("jax_enable_x64", not _off("MJHARNESS_X64"))
+    _compilation_cache()
+    _import_mjx()
+
+
+configure()

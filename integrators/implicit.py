@@ -1,0 +1,48 @@
+"""``ImplicitFast``: MuJoCo's implicit-in-velocity Euler without the RNE derivative (``implicitfast``).
+
+One evaluation per step: ``scene.implicit_dynamics(t, x, h, ctrl)`` returns the derivative buffer
+whose velocity part is the implicit acceleration, the solution of
+``(M - h D) qacc = qfrc_smooth + qfrc_constraint`` (``D`` the velocity derivative of the smooth
+forces without Coriolis/centripetal terms; the scene decides which terms, ``MjScene`` follows MuJoCo
+C). The state then moves exactly as in ``SemiImplicitEuler`` (``rk.semi_implicit_update``):
+velocities, activations and extra states by ``x + h k``, positions with the *new* velocities, then
+the scene's projection (MjScene clamps limited activations): MuJoCo's ``mj_advance``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import jax.numpy as jnp
+
+from .contracts import ContractError, evaluate, merged, scene_part
+from .rk import semi_implicit_update
+
+
+@dataclass(frozen=True)
+class ImplicitFast:
+    """MuJoCo's ``implicitfast`` integrator, order 1, fixed step; needs ``scene.implicit_dynamics``."""
+
+    name: ClassVar[str] = "implicit_fast"
+    is_adaptive: ClassVar[bool] = False
+    is_stochastic: ClassVar[bool] = False
+    order: ClassVar[int] = 1
+    requires: ClassVar[tuple[str, ...]] = ("second_order", "implicit_dynamics")
+
+    def step(self, scene, t, x, h, ctrl=None, *, carry=None):
+        """``x`` after one step of size ``h`` (one world); ``(x, carry)`` when a carry is threaded."""
+        imp = getattr(scene, "implicit_dynamics", None)
+        if not callable(imp):
+            raise ContractError(f"ImplicitFast needs {type(scene).__name__}.implicit_dynamics(t, x, h, ctrl) (the "
+                                f"derivative with the implicit velocity update at step h), which it does not have; "
+                                f"MjScene has it, or use semi_implicit_euler or an explicit method")
+        x = jnp.asarray(x)
+        h = jnp.asarray(h, dtype=x.dtype)
+        k, out = evaluate(imp, t, x, h, ctrl=ctrl, carry=scene_part(scene, carry))
+        x_next = semi_implicit_update(scene, x, h, k)
+        return x_next if carry is None else (x_next, merged(carry, out))
+
+    def config(self) -> dict:
+        return dict(name=self.name, order=1, adaptive=False,
+                    scheme="(M - h D) a = f(t, x); v += h a; q <- q (+) h v_new (MuJoCo implicitfast)")

@@ -1,0 +1,35 @@
+"""Per-world status codes: what the engine stores in ``/status`` and what adaptive integrators return."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class Status(IntEnum):
+    """Why a world stopped (0: it did not). The values are the file format's ``/status`` codes."""
+
+    OK = 0
+    NONFINITE = 1       # non-finite state, derivative or candidate: no step size helps
+    UNDERFLOW = 2       # adaptive step rejected below h_min, or no representable progress in t
+    MAX_STEPS = 3       # adaptive max_steps attempts spent inside one advance() call
+
+    @property
+    def description(self) -> str:
+        return _DESCRIPTIONS[self]
+
+
+_DESCRIPTIONS = {Status.OK: "ok", Status.NONFINITE: "non-finite state", Status.UNDERFLOW: "step-size underflow",
+                 Status.MAX_STEPS: "max steps"}
+
+STATUS_NAMES = {int(s): s.description for s in Status}
+
+
+def status_name(code) -> str:
+    """Description of a status code (an unknown code is shown as itself)."""
+    try:
+        return Status(int(code)).description
+    except ValueError:
+        return f"status {int(code)}"
+
+# Plain-int aliases (the traced code compares arrays against them).
+STATUS_OK, STATUS_NONFINITE, STATUS_UNDERFLOW, STATUS_MAX_STEPS = (int(s) for s in Status)

@@ -1,0 +1,298 @@
+"""The peers of a bench cell, each set up (compiled, warmed up) as a timed call (``timing.Peer``).
+
+Raw peers, what a user would write instead of us:
+
+- ``mjx_step``: raw MJX, ``jax.jit`` of a ``lax.scan`` of ``jax.vmap(mjx.step)`` over N steps
+  (MuJoCo's scheme of the model: for Euler one ``mjx.forward`` + the Euler update, implicit damping
+  included);
+- ``mjx_forward``: one ``mjx.forward`` + MJX's plain Euler update per step (no implicit-damping solve):
+  the price of "one forward per step", the yardstick of RK4's four. (A scan of ``mjx.forward`` alone
+  would measure nothing: the state never changes, and XLA hoists the loop-invariant forward out of
+  the loop.)
+- ``mujoco_rollout``: MuJoCo C's multi-threaded ``mujoco.rollout`` (one thread per core) from the same
+  initial states (the CPU peer).
+
+Peers that run through ``rollout()``, the engine entry point users call:
+
+- every registered integrator (``mjharness.integrators.INTEGRATORS``) by its registry name: a chained
+  ``rollout()`` of one chunk of N steps per call that records only the last state (the raw peers keep
+  theirs on device), timed by the engine's ``stats["run_s"]`` (the compiled chunk call plus its host
+  transfer), compile apart (``stats["compile_s"]``);
+- ``rollout`` / ``rollout_h5``: the scene's own integrator at ``record_every`` without and with
+  streaming HDF5 export (the price of the export and of the engine itself); each call is a whole run
+  from the initial states, timed by its wall time (planning and the file's creation included).
+
+Repeated ``rollout()`` calls on the same scene object reuse the engine's in-process compiled
+function, so after the warm-up call every timed call is a run, not a compile.
+
+Why ours can be faster than ``mjx_step`` on the same work: the raw scan carries the whole
+``mjx.Data`` (about 100 arrays) from step to step, ours only ``x`` and the carry (the template data
+is a compile-time constant); and ``mjx.step``'s Euler factors ``M + h diag(damping)`` every step
+even when every damping is 0, ours only when some damping is positive, as MuJoCo C does.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from .timing import Peer, cache_counts, cache_word, compile_timed, device_peak, result_row, timed, warm, xla_peak
+
+__all__ = ["RAW_PEERS", "ENGINE_PEERS", "DEFAULT_PEERS", "REFERENCE", "NATIVE", "BenchError", "peer_names",
+           "check_peers", "check_counts", "scene_scheme", "same_scheme", "setup_peer", "native_states"]
+
+RAW_PEERS = ("mjx_step", "mjx_forward", "mujoco_rollout")
+ENGINE_PEERS = ("rollout", "rollout_h5")
+# The default selection: every raw and engine peer, and the two integrators the targets compare.
+DEFAULT_PEERS = ("mjx_step", "mjx_forward", "semi_implicit_euler", "rk4", "mujoco_rollout", "rollout", "rollout_h5")
+REFERENCE = "mjx_step"
+NATIVE = "mujoco_rollout"
+
+
+class BenchError(ValueError):
+    """Bad bench input (unknown peer, batch < 1, ...); names the offending value."""
+
+
+def _integrators() -> dict:
+    from mjharness.integrators import INTEGRATORS
+
+    return INTEGRATORS
+
+
+def peer_names() -> tuple[str, ...]:
+    """Every peer a cell can run: the raw and engine peers, then the registered integrators."""
+    fixed = RAW_PEERS + ENGINE_PEERS
+    return fixed + tuple(n for n in sorted(_integrators()) if n not in fixed)
+
+
+def check_peers(peers) -> None:
+    """Raise ``BenchError`` naming every name in ``peers`` that is no peer."""
+    known = peer_names()
+    bad = [p for p in peers if p not in known]
+    if bad:
+        raise BenchError(f"unknown peer(s) {bad}; peers: {', '.join(known)}")
+
+
+def check_counts(**counts) -> None:
+    """Raise ``BenchError`` naming the first of ``counts`` (name=value) that is not an int >= 1."""
+    for k, v in counts.items():
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise BenchError(f"{k} must be an int >= 1, got {v!r}")
+
+
+def scene_scheme(scene) -> str | None:
+    """Registry name of the scene's own integrator (``MjScene.default_integrator``: what
+    ``rollout(scene, None)`` runs); None when the scene names a scheme no registered integrator steps."""
+    from mjharness.integrators import ContractError
+
+    try:
+        name = getattr(scene, "default_integrator", None)
+    except ContractError:
+        return None
+    return name if name in _integrators() else None
+
+
+def same_scheme(scene) -> tuple[str, ...]:
+    """The peers that integrate with the scene's own scheme: after the same steps from the same states
+    they must agree (to rounding and solver tolerance), which shows they did the same work."""
+    own = scene_scheme(scene)
+    return (REFERENCE, NATIVE) + ENGINE_PEERS + ((own,) if own else ())
+
+
+# -- raw MJX --------------------------------------------------------------------------------------
+
+def _match_dtypes(new, old):
+    """Cast ``new``'s leaves to ``old``'s dtypes: with x64, put_data's int32 contact fields come back
+    int64 from mjx.step, which a scan carry refuses (DESIGN.md section 7)."""
+    import jax
+
+    return jax.tree_util.tree_map(lambda a, b: a.astype(b.dtype) if a.dtype != b.dtype else a, new, old)
+
+
+def _mjx_batch(scene, x0):
+    """Batched MJX data whose qpos/qvel/act are the rows of ``x0`` (the same states as ours)."""
+    import jax
+    import jax.numpy as jnp
+    from mujoco import mjx
+
+    d0 = mjx.put_data(scene.model, scene.data)
+    return jax.jit(jax.vmap(lambda x: scene.to_mjx(x, d0)))(jnp.asarray(x0))
+
+
+def _forward_update(m, d):
+    """One ``mjx.forward`` and MJX's own explicit update of act, qvel, qpos, time (``_advance``)."""
+    from mujoco import mjx
+    from mujoco.mjx._src import forward as mjx_forward
+
+    d = mjx.forward(m, d)
+    return mjx_forward._advance(m, d, d.act_dot, d.qacc)
+
+
+def _scan_mjx(m, steps: int, fn):
+    """jit(scan(vmap(fn(m, d)))) over ``steps`` with the batch of data donated: the raw peer itself."""
+    import jax
+
+    batched = jax.vmap(lambda d: fn(m, d))
+
+    def run(d):
+        def body(d, _):
+            return _match_dtypes(batched(d), d), None
+
+        return jax.lax.scan(body, d, None, length=steps)[0]
+
+    return jax.jit(run, donate_argnums=0)
+
+
+def _setup_mjx(scene, x0, steps, name) -> Peer:
+    import jax.numpy as jnp
+    from mujoco import mjx
+
+    fn = mjx.step if name == "mjx_step" else _forward_update
+    d = _mjx_batch(scene, x0)
+    compiled, compile_s, cache = compile_timed(_scan_mjx(scene.mjx_model, steps, fn), d)
+    call = timed(compiled)
+    d, first, warm_s = warm(call, d, pick=lambda d: (d.qpos, d.qvel))
+
+    def finish(times, d):
+        return result_row(name, batch=x0.shape[0], steps=steps, times=times, compile_s=compile_s,
+                          mem=xla_peak(compiled) or device_peak(),
+                          extra=dict(finite=bool(jnp.all(jnp.isfinite(d.qpos))), compile_cache=cache))
+
+    return Peer(name, call, d, warm_s, first, finish)
+
+
+# -- MuJoCo C ---------------------------------------------------------------------------------------
+
+def native_states(scene, x0):
+    """mujoco.rollout initial states (mjSTATE_FULLPHYSICS) with qpos/qvel/act from the rows of ``x0``."""
+    import mujoco
+    import numpy as np
+
+    m = scene.model
+    d = mujoco.MjData(m)
+    spec = mujoco.mjtState.mjSTATE_FULLPHYSICS
+    out = np.empty((x0.shape[0], mujoco.mj_stateSize(m, spec)))
+    for i, x in enumerate(np.asarray(x0)):  # setup only (not timed)
+        d.qpos[:] = x[scene.qpos_segment]
+        d.qvel[:] = x[scene.qvel_segment]
+        d.act[:] = x[scene.act_segment]
+        mujoco.mj_getState(m, d, out[i], spec)
+    return out
+
+
+def _setup_native(scene, x0, steps, nthread=None) -> Peer:
+    import mujoco
+    import numpy as np
+    from mujoco import rollout as mjrollout
+
+    m = scene.model
+    nthread = nthread or os.cpu_count() or 1
+    B = x0.shape[0]
+    s0 = native_states(scene, x0)
+    # Chained calls of `steps`; the output buffer holds one call (B, steps, nstate), as the peers keep
+    # theirs on device. A user keeping every step of a long run would pay more memory, not less time.
+    buf = np.empty((B, steps, s0.shape[1]))
+    datas = [mujoco.MjData(m) for _ in range(nthread)]
+    t = time.perf_counter()
+    r = mjrollout.Rollout(nthread=nthread)
+    setup_s = time.perf_counter() - t
+
+    def run(state):
+        r.rollout(m, datas, state, nstep=steps, state=buf)
+        return buf[:, -1].copy()
+
+    call = timed(run)
+    state, first, warm_s = warm(call, s0)
+    nq, nv = m.nq, m.nv  # mjSTATE_FULLPHYSICS rows: time, qpos, qvel, act, ...
+
+    def finish(times, last):
+        return result_row(NATIVE, batch=B, steps=steps, times=times, compile_s=setup_s,
+                          mem=int(buf.nbytes + s0.nbytes),
+                          extra=dict(finite=bool(np.all(np.isfinite(last))), nthread=nthread))
+
+    return Peer(NATIVE, call, state, warm_s, (first[:, 1:1 + nq], first[:, 1 + nq:1 + nq + nv]), finish, r.close)
+
+
+# -- through rollout() ------------------------------------------------------------------------------
+
+def _engine_peer(name, scene, x0, *, integ, dt, steps, record_every, sample, chained, clock, extra,
+                 chunk=None, out=None) -> Peer:
+    """A peer whose call is one ``rollout()`` of ``steps`` steps from the state (x, t0).
+
+    ``sample``: which recorded sample of the warm-up call is the state after the cell's steps (the
+    agreement check). ``chained``: the next call starts where this one ended (else every call starts
+    from x0: a whole run as a user makes it). ``clock``: ``"run_s"`` times the engine's compiled chunk
+    calls and their host transfer, ``"wall"`` the whole ``rollout()`` call. ``extra(stats)``: the
+    peer's own fields of its result row.
+    """
+    from mjharness.rollout import rollout
+    from mjharness.rollout.engine import integrator_config
+
+    stats, firsts, config = [], [], {}  # every call's stats (the first is the warm-up: it compiled)
+
+    def call(state):
+        x, t0 = state
+        t = time.perf_counter()
+        r = rollout(scene, integ, dt=dt, steps=steps, x0=x, t0=t0, record_every=record_every, chunk=chunk,
+                    out=out, overwrite=True, progress=False, keep=out is None)
+        wall = time.perf_counter() - t
+        stats.append(r.stats)
+        if not firsts:
+            firsts.append(r.x[sample])
+            config.update(integrator_config(r.integrator))
+        nxt = (r.x[-1], t0 + steps * dt) if chained else state
+        return nxt, (r.stats["run_s"] if clock == "run_s" else wall)
+
+    def close():
+        if out and os.path.exists(out):
+            os.remove(out)
+
+    counts = cache_counts()
+    try:
+        state, _, warm_s = warm(call, (x0, 0.0))
+    except BaseException:
+        close()
+        raise
+    # The warm-up compiled, or reused this process's function (then compile_s is 0: no figure).
+    cache = "in-process" if stats[0]["trace_cache"] == "in-process" else cache_word(*counts)
+
+    def finish(times, _):
+        return result_row(name, batch=x0.shape[0], steps=steps, times=times, compile_s=stats[0]["compile_s"],
+                          mem=None, extra=dict(extra(stats), integrator=config, compile_cache=cache,
+                                               finite=all(s["worlds_failed"] == 0 for s in stats)))
+
+    (first,) = firsts
+    return Peer(name, call, state, warm_s, (first[:, scene.qpos_segment], first[:, scene.qvel_segment]),
+                finish, close)
+
+
+def _setup_integrator(scene, x0, steps, name, dt) -> Peer:
+    """Registered integrator ``name``: one chunk of ``steps`` per call, only the last state recorded."""
+    return _engine_peer(name, scene, x0, integ=name, dt=dt, steps=steps, record_every=steps, chunk=steps,
+                        sample=0, chained=True, clock="run_s", extra=lambda stats: {})
+
+
+def _setup_engine(name, scene, x0, *, steps, dt, record_every, run_steps, out) -> Peer:
+    """``rollout`` / ``rollout_h5``: ``rollout(scene, None, ...)`` (the scene's own integrator) for
+    ``run_steps`` (a multiple of ``steps``), recording every ``record_every``, to ``out`` (or memory)."""
+    def extra(stats):
+        return dict(record_every=record_every, chunk=stats[0]["chunk"], engine_run_s=[s["run_s"] for s in stats[1:]],
+                    file_bytes=stats[-1]["file_bytes"])
+
+    return _engine_peer(name, scene, x0, integ=None, dt=dt, steps=run_steps, record_every=record_every, out=out,
+                        sample=steps // record_every - 1, chained=False, clock="wall", extra=extra)
+
+
+def setup_peer(name, scene, x0, *, steps, dt, record_every=10, nthread=None, run_steps=None,
+               out=None) -> Peer:
+    """Peer ``name`` (one of ``peer_names()``) compiled and warmed up on the rows of ``x0``.
+
+    ``run_steps``: steps of an engine peer's call (default ``steps``); ``out``: ``rollout_h5``'s file."""
+    if name in ("mjx_step", "mjx_forward"):
+        return _setup_mjx(scene, x0, steps, name)
+    if name == NATIVE:
+        return _setup_native(scene, x0, steps, nthread)
+    if name in ENGINE_PEERS:
+        return _setup_engine(name, scene, x0, steps=steps, dt=dt, record_every=record_every,
+                             run_steps=run_steps or steps, out=out if name == "rollout_h5" else None)
+    return _setup_integrator(scene, x0, steps, name, dt)

@@ -1,0 +1,21 @@
+"""Small pieces several commands print with: a scene's one-line label, byte sizes, the layout table."""
+
+from __future__ import annotations
+
+DEFAULT_SCENE = "box_on_plane"
+MJX_MODES = ("adapt", "strict")
+QUATERNION_UPDATES = ("quaternion", "quaternion_highorder")
+
+
+def scene_label(scene) -> str:
+    """A scene argument as one line: a name or path as given, a whole XML string shortened."""
+    one = " ".join(str(scene).split())
+    return one if len(one) < 60 or "<" not in one else one[:57] + "..."
+
+
+def print_layout(rows) -> None:
+    """Rows of ``StateLayout.describe()`` (or the file's ``/layout`` table), one state a line."""
+    print(f"  {'state':28s} {'update':20s} {'value':>11s} {'deriv':>11s}  joint")
+    for r in rows:
+        print(f"  {r['name']:28s} {r['update']:20s} {r['offset']:>5d}+{r['size']:<5d} "
+              f"{r['deriv_offset']:>5d}+{r['deriv_size']:<5d}  {r.get('joint') or '-'}")

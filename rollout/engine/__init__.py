@@ -1,0 +1,59 @@
+"""The batched rollout engine: many worlds, many steps, any of our integrators, streamed to HDF5.
+
+``plan`` checks every input and resolves defaults (nothing compiled or written yet); ``chunk`` holds
+the compiled function that advances the batch by one chunk of steps (named pytrees in and out);
+``run`` is the host loop around it (device transfers, the HDF5 writer, resume, statistics);
+``results`` is what ``rollout`` returns.
+"""
+
+from __future__ import annotations
+
+from .plan import RolloutError, initial_states, integrator_config, make_plan, resolve_scene
+from .results import RolloutResult
+from .run import execute
+
+__all__ = ["rollout", "RolloutResult", "RolloutError", "resolve_scene", "initial_states", "integrator_config"]
+
+
+def rollout(scene, integrator=None, *, dt: float | None = None, steps: int, batch: int | None = None, x0=None,
+            ctrl=None, seed: int = 0, record_every: int = 1, out=None, progress: bool = True, chunk: int | None = None,
+            overwrite: bool = False, resume=None, model_params: dict | None = None, compression=None,
+            perturb: float = 0.01, devices=None, watchdog_s: float | None = None, keep: bool = True,
+            t0: float = 0.0, mjx: str = "adapt", quaternion_update: str = "quaternion", carry: dict | None = None
+            ) -> RolloutResult:
+    """Roll ``scene`` out for ``batch`` worlds and ``steps`` steps of ``dt`` with ``integrator``.
+
+    scene: an ``MjScene`` (or any model with ``.layout``/``.dynamics``), an ``MjModel``, a path, an
+        XML string or a bundled name (loaded with ``mjx`` mode and ``quaternion_update``).
+    integrator: an integrator object, class or registered name; None (default) = the scene's own
+        (``<option integrator=...>``: Euler -> semi_implicit_euler, RK4 -> rk4, implicitfast ->
+        implicit_fast). Adaptive integrators take ``dt`` as the output interval; stochastic ones
+        draw ``step_key(seed, world, step)``.
+    dt: the step; None (default) = the scene's ``opt.timestep``.
+    batch / x0: ``batch`` perturbed copies of the default state (``perturb`` * N(0,1), seeded per
+        world by (seed, i)), or explicit initial states ``x0`` (B, n) (or (n,) with ``batch``).
+    ctrl: None, an array (B, steps, nu) (one control per step) or a jit-able ``ctrl(t, x) -> (nu,)``.
+    model_params: per-world MJX model fields, e.g. ``{"opt.gravity": (B, 3), "body_mass": (B, nbody)}``.
+    record_every: keep every k-th state; T = steps // record_every samples, at t0 + (j+1) k dt.
+    chunk: steps per compiled call (rounded up to a multiple of record_every); device memory holds one
+        chunk of samples. Default: max(1000 steps, 100 samples).
+    out: HDF5 path streamed while the run goes (refuses an existing file unless ``overwrite``).
+    resume: path of a partial (or complete) rollout file to continue to ``steps``; the scene,
+        integrator, dt, record_every, batch and seed must match the file (x0, model_params and the
+        carry come from the file). Results equal an uninterrupted run, bit for bit.
+    devices: None (all), a count, or a device list; the batch is sharded over them.
+    keep: hold the trajectory in memory (default); ``keep=False`` with ``out`` reads it from the file.
+    watchdog_s: per-chunk stall limit (``rollout.diagnostics.watchdog``); None = env/default, 0 = off.
+
+    Carried state (``mjharness.integrators.contracts``): a scene's carry (MjScene: the solver warm start
+    ``qacc_warmstart``, cold at the start) and an adaptive integrator's next step size go from step to
+    step beside ``x``, are saved in the file's ``/carry`` and are in ``result.carry`` after the run.
+    ``carry``: the initial carry (e.g. the previous run's ``result.carry``, with ``x0=result.x[-1]`` and
+    ``t0=result.time[-1]``, to continue a run in memory); None = cold.
+    """
+    plan = make_plan(scene, integrator, dt=dt, steps=steps, batch=batch, x0=x0, ctrl=ctrl, seed=seed,
+                     record_every=record_every, out=out, chunk=chunk, overwrite=overwrite, resume=resume,
+                     model_params=model_params, devices=devices, keep=keep, t0=t0, mjx=mjx,
+                     quaternion_update=quaternion_update, perturb=perturb, carry=carry)
+    return execute(plan, progress=progress, compression=compression, watchdog_s=watchdog_s, keep=keep,
+                   resume=resume is not None)

@@ -1,0 +1,186 @@
+"""The compiled chunk: the whole batch advanced by ``samples * record_every`` steps in one call.
+
+An outer ``lax.scan`` over the samples of the chunk, an inner ``lax.scan`` over the ``record_every``
+steps between samples and a ``vmap`` over worlds inside, so device memory is one chunk of samples
+whatever ``steps`` is. Inputs and outputs are named pytrees (``WorldState``, ``ChunkInput``,
+``ChunkOutput``): the carry of the loop is ``WorldState`` and is donated, so each chunk's output
+state reuses the input's buffers.
+
+Every step knows its global index k (time ``t0 + k dt``); steps with ``k >= steps`` (the tail of the
+last chunk) change nothing, so results do not depend on the chunk size, the device count or on
+resuming. Stochastic integrators draw ``prng.step_key(seed, world, k)`` with global indices. A world
+whose step fails (non-finite state, adaptive underflow, ...) is frozen at its last good state and
+carry; ``status_step`` is the global index of that step.
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from mjharness.integrators import STATUS_NONFINITE
+from mjharness.integrators.prng import step_key
+
+from .. import cache
+
+
+class WorldState(NamedTuple):
+    """What one chunk hands to the next, per world (leading axis B)."""
+
+    x: Any               # (B, n) float64 state values
+    carry: dict          # name -> (B, *shape): carried, not integrated (solver warm start, next h, ...)
+    status: Any          # (B,) int8 ``Status`` code; 0 while the world runs
+    status_step: Any     # (B,) int64 global index of the failing step, -1 while ok
+
+
+class StepConstants(NamedTuple):
+    t0: Any              # () float64 time of step 0
+    dt: Any              # () float64 step (adaptive: output interval)
+    steps: Any           # () int64 total steps; later steps are masked
+    seed: Any            # () int64 PRNG seed of stochastic integrators
+
+
+class ChunkInput(NamedTuple):
+    k0: Any              # () int64 global index of the chunk's first step
+    consts: StepConstants
+    wids: Any            # (B,) int64 global world index (pad worlds repeat the last one)
+    ctrl: Any            # (chunk, B, nu) per-step controls, or a () placeholder
+    params: tuple        # per-world model fields, each (B, *field shape)
+
+
+class ChunkOutput(NamedTuple):
+    state: WorldState    # after the chunk
+    xs: Any              # (S, B, n) the state after each recorded step
+    carries: dict        # name -> (S, B, *shape): the carry after each recorded step
+
+
+for _t in (WorldState, StepConstants, ChunkInput, ChunkOutput):  # so jax.export can (de)serialize them
+    jax.export.register_namedtuple_serialization(_t, serialized_name=f"mjharness.engine.{_t.__name__}")
+
+
+@dataclass(frozen=True)
+class ChunkStatic:
+    """What a compiled chunk function depends on besides array shapes."""
+
+    integ: object
+    kind: str                # "fixed" | "stochastic" | "adaptive"
+    ctrl_mode: str           # "none" | "array" | "callable"
+    ctrl_fn: object
+    params: tuple            # ((field, shape), ...) batched model fields
+    carry: tuple             # ((name, shape), ...) in file order; () = nothing carried
+    samples: int             # per chunk
+    record_every: int
+    batch: int               # padded batch
+    n: int
+    nu: int
+    devices: tuple
+
+
+def _advance_world(scene, st: ChunkStatic):
+    """One step of one world: (state of the world, k, constants, ...) -> state of the world."""
+    integ, kind, mode, ctrl_fn = st.integ, st.kind, st.ctrl_mode, st.ctrl_fn
+    names = [p for p, _ in st.params]
+    threaded = bool(st.carry)
+
+    def world(x, carry, status, status_step, k, c: StepConstants, wid, u, params):
+        sc = scene.with_model(scene.mjx_model.tree_replace(dict(zip(names, params)))) if names else scene
+        t = c.t0 + k * c.dt
+        if mode == "callable":
+            u = ctrl_fn(t, x)
+        elif mode == "none":
+            u = None
+        kw = {"carry": carry} if threaded else {}  # integrators without a carry are called as before
+        code = jnp.int8(0)
+        if kind == "fixed":
+            out = integ.step(sc, t, x, c.dt, ctrl=u, **kw)
+        elif kind == "stochastic":
+            out = integ.step(sc, t, x, c.dt, step_key(c.seed, wid, k), ctrl=u, **kw)
+        else:
+            out = integ.advance(sc, t, x, t + c.dt, ctrl=u, **kw)
+            code, out = out[1], (out[0],) + tuple(out[2:])
+            out = out if threaded else out[0]
+        xn, cn = out if threaded else (out, carry)
+        xn = jnp.asarray(xn, x.dtype)
+        code = jnp.asarray(code).astype(jnp.int8)
+        code = jnp.where(code != 0, code, jnp.where(jnp.all(jnp.isfinite(xn)), 0, STATUS_NONFINITE).astype(jnp.int8))
+        live = (k < c.steps) & (status == 0)
+        ok = live & (code == 0)
+        fail = live & (code != 0)
+        x = jnp.where(ok, xn, x)
+        carry = jax.tree.map(lambda new, old: jnp.where(ok, jnp.asarray(new, old.dtype), old), cn, carry)
+        return x, carry, jnp.where(fail, code, status), jnp.where(fail, k, status_step)
+
+    u_axis = 0 if mode == "array" else None
+    return jax.vmap(world, in_axes=(0, 0, 0, 0, None, None, 0, u_axis, 0))
+
+
+def chunk_fn(scene, st: ChunkStatic):
+    """The Python function of one chunk for the whole batch: ``(WorldState, ChunkInput) -> ChunkOutput``."""
+    batched = _advance_world(scene, st)
+    S, R = st.samples, st.record_every
+
+    def chunk(state: WorldState, inp: ChunkInput) -> ChunkOutput:
+        ks = inp.k0 + jnp.arange(S * R, dtype=jnp.int64).reshape(S, R)
+        us = inp.ctrl.reshape((S, R) + inp.ctrl.shape[1:]) if st.ctrl_mode == "array" else jnp.zeros((S, R))
+
+        def step(s: WorldState, k_u):
+            k, u = k_u
+            return WorldState(*batched(*s, k, inp.consts, inp.wids, u, inp.params)), None
+
+        def sample(s: WorldState, ks_us):
+            s, _ = jax.lax.scan(step, s, ks_us)
+            return s, (s.x, s.carry)
+
+        state, (xs, carries) = jax.lax.scan(sample, state, (ks, us))
+        return ChunkOutput(state=state, xs=xs, carries=carries)
+
+    return chunk
+
+
+def shardings(st: ChunkStatic):
+    """(in_shardings, out_shardings) of the chunk function: worlds split over ``st.devices``."""
+    from jax.sharding import Mesh, NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    mesh = Mesh(np.array(st.devices), ("batch",))
+    b0, rep = NamedSharding(mesh, P("batch")), NamedSharding(mesh, P())
+    b1 = NamedSharding(mesh, P(None, "batch"))
+    carry0 = {name: b0 for name, _ in st.carry}
+    state = WorldState(x=b0, carry=carry0, status=b0, status_step=b0)
+    inp = ChunkInput(k0=rep, consts=StepConstants(rep, rep, rep, rep), wids=b0,
+                     ctrl=b1 if st.ctrl_mode == "array" else rep, params=tuple(b0 for _ in st.params))
+    out = ChunkOutput(state=state, xs=b1, carries={name: b1 for name, _ in st.carry})
+    return (state, inp), out
+
+
+_PER_SCENE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def compiled_chunk(scene, st: ChunkStatic, args: tuple[WorldState, ChunkInput]):
+    """(compiled chunk function for ``st``, compile seconds, of which trace+lower, trace source).
+
+    Cached per scene object in this process (this also covers runs the disk cache cannot key: ctrl
+    callables, user states), by trace key in this process and on disk (``rollout.cache``).
+    """
+    try:
+        per_scene = _PER_SCENE.setdefault(scene, {})
+        hash(st)
+    except TypeError:  # an unhashable integrator or ctrl: compile without caching
+        per_scene = None
+    if per_scene is not None and st in per_scene:
+        return per_scene[st], 0.0, 0.0, "in-process"
+    ins, outs = shardings(st)
+    key = None
+    if st.ctrl_mode != "callable":  # a ctrl callable's code cannot be keyed
+        key = cache.chunk_key(scene, st.integ, (st.kind, st.ctrl_mode, st.params, st.carry, st.samples,
+                                                st.record_every, st.batch, st.n, st.nu), args)
+    compiled, dt, t_lower, source = cache.compile_cached(chunk_fn(scene, st), args, in_shardings=ins,
+                                                         out_shardings=outs, donate_argnums=(0,), key=key)
+    if per_scene is not None:
+        per_scene[st] = compiled
+    return compiled, dt, t_lower, source

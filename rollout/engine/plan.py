@@ -1,0 +1,432 @@
+"""Everything a user can get wrong about a rollout, checked before anything is compiled or written.
+
+``make_plan`` turns ``rollout``'s arguments into a ``Plan``: the scene and integrator resolved (the
+scene's own integrator and timestep by default), the initial states, controls and per-world model
+parameters checked against the layout, the output path checked, and the file attributes prepared.
+A resumed run takes x0, model parameters and carry from its file and must match it.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.metadata
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+import jax
+import jax.numpy as jnp
+import mujoco
+import numpy as np
+
+from mjharness.adapters import MjScene
+from mjharness.integrators import ContractError, StateLayout, check_pair, integrator_kind, resolve_integrator
+from mjharness.integrators.contracts import accepts_carry, integrator_carry_spec, scene_carry_spec
+from mjharness.scenes import load_scene, scene_info
+
+from .. import h5
+
+DEFAULT_CHUNK_SAMPLES = 100   # samples per chunk when ``chunk`` is not given ...
+DEFAULT_CHUNK_STEPS = 1000    # ... but at least this many steps
+
+
+class RolloutError(ValueError):
+    """Bad rollout input (raised before anything is compiled or written); names the offending value."""
+
+
+@dataclass
+class Plan:
+    scene: object
+    integ: object
+    kind: str
+    dt: float
+    steps: int
+    record_every: int
+    samples: int            # T
+    chunk: int              # steps per chunk (a multiple of record_every)
+    x0: np.ndarray
+    carry0: dict            # name -> (B, *shape) initial carry (cold, or the resumed file's)
+    carry_spec: tuple       # ((name, shape), ...) scene's entries first, then the integrator's
+    seed: int
+    ctrl_mode: str
+    ctrl: np.ndarray | None
+    ctrl_fn: object
+    params: dict
+    devices: tuple
+    out: str | None
+    t0: float
+    start_step: int = 0
+    attrs: dict = field(default_factory=dict)
+
+
+# -- resolving the scene and the integrator ------------------------------------------------------
+
+def resolve_scene(scene, *, mjx: str = "adapt", quaternion_update: str = "quaternion"):
+    """An ``MjScene`` (or any model with ``.layout`` and ``.dynamics``) from a scene, MjModel, path or name."""
+    if hasattr(scene, "layout") and hasattr(scene, "dynamics"):
+        return scene
+    if not isinstance(scene, mujoco.MjModel):
+        scene = load_scene(scene, mjx=mjx)
+    return MjScene(scene, quaternion_update=quaternion_update)
+
+
+def scene_integrator(scene, integrator):
+    """``integrator``, or (None) the scene's own (``MjScene.default_integrator``), as an object."""
+    if integrator is None:
+        try:
+            own = getattr(scene, "default_integrator", None)
+        except ContractError as e:
+            raise RolloutError(str(e)) from None
+        if own is None:
+            raise RolloutError(f"integrator=None means the scene's own integrator, but {type(scene).__name__} names "
+                               f"none: pass an integrator (e.g. 'rk4')")
+        integrator = own
+    try:
+        return resolve_integrator(integrator)
+    except ContractError as e:
+        raise RolloutError(str(e)) from None
+
+
+def scene_timestep(scene, dt) -> float:
+    if dt is None:
+        model = getattr(scene, "model", None)
+        if not isinstance(model, mujoco.MjModel):
+            raise RolloutError(f"dt=None means the scene's timestep, but {type(scene).__name__} has no MuJoCo "
+                               f"model: pass dt")
+        dt = float(model.opt.timestep)
+    try:
+        dt = float(dt)
+    except (TypeError, ValueError):
+        raise RolloutError(f"dt must be a number > 0, got {dt!r}") from None
+    if not (math.isfinite(dt) and dt > 0):
+        raise RolloutError(f"dt must be a finite number > 0, got {dt!r}")
+    return dt
+
+
+def integrator_config(integ) -> dict:
+    cfg = getattr(integ, "config", None)
+    if callable(cfg):
+        out = cfg()
+        if isinstance(out, dict):
+            return json.loads(json.dumps(out, default=str))
+    return {"name": type(integ).__name__, "repr": repr(integ)}
+
+
+# -- checks of single inputs ------------------------------------------------------------------------
+
+def initial_states(scene, batch: int, seed: int = 0, perturb: float = 0.0) -> np.ndarray:
+    """(batch, n) copies of the scene's default state, world i perturbed by ``perturb`` * N(0, 1).
+
+    World i draws from its own generator seeded with (seed, i), so it is the same world whatever the
+    batch size. Quaternion states are renormalised after the perturbation.
+    """
+    layout = scene.layout
+    base = np.asarray(scene.x0() if hasattr(scene, "x0") else layout.default_values(), dtype=np.float64)
+    x = np.broadcast_to(base, (batch, layout.size)).copy()
+    if perturb:
+        for i in range(batch):
+            x[i] += perturb * np.random.default_rng([seed, i]).standard_normal(layout.size)
+        for r in layout.special:
+            q = x[:, r.value_slice]
+            x[:, r.value_slice] = q / np.linalg.norm(q, axis=1, keepdims=True)
+    return x
+
+
+def _field(m, path: str):
+    obj = m
+    for part in path.split("."):
+        if not hasattr(obj, part):
+            raise RolloutError(f"model_params: the MJX model has no field {path!r} (at {part!r})")
+        obj = getattr(obj, part)
+    return obj
+
+
+def check_model_params(scene, params, B: int) -> dict:
+    if not params:
+        return {}
+    if not (hasattr(scene, "mjx_model") and hasattr(scene, "with_model")):
+        raise RolloutError("model_params needs an MjScene (a model with .mjx_model and .with_model)")
+    out = {}
+    for name, v in params.items():
+        ref = _field(scene.mjx_model, name)
+        ref_shape = tuple(np.shape(ref))
+        v = np.asarray(v)
+        if v.shape != (B,) + ref_shape:
+            raise RolloutError(f"model_params[{name!r}] must have shape {(B,) + ref_shape} (batch {B} x the field's "
+                               f"shape {ref_shape}), got {v.shape}")
+        if not np.all(np.isfinite(v)):
+            raise RolloutError(f"model_params[{name!r}] holds non-finite values")
+        out[name] = v.astype(np.asarray(ref).dtype)
+    return out
+
+
+def nu_of(scene) -> int:
+    return int(getattr(scene, "nu", 0))
+
+
+def check_ctrl(scene, ctrl, B: int, steps: int, n: int):
+    """(mode, array or None, callable or None)."""
+    if ctrl is None:
+        return "none", None, None
+    nu = nu_of(scene)
+    if callable(ctrl):
+        if nu == 0:
+            raise RolloutError("ctrl is a callable but the scene has no actuators (nu=0)")
+        try:
+            out = jax.eval_shape(ctrl, jax.ShapeDtypeStruct((), jnp.float64), jax.ShapeDtypeStruct((n,), jnp.float64))
+        except Exception as e:
+            raise RolloutError(f"ctrl(t, x) could not be traced with t () and x ({n},): {e}") from e
+        if tuple(out.shape) != (nu,):
+            raise RolloutError(f"ctrl(t, x) must return shape ({nu},) (nu={nu}), returned {tuple(out.shape)}")
+        return "callable", None, ctrl
+    arr = np.asarray(ctrl, dtype=np.float64)
+    if nu == 0:
+        raise RolloutError(f"ctrl array of shape {arr.shape} given, but the scene has no actuators (nu=0)")
+    if arr.shape != (B, steps, nu):
+        raise RolloutError(f"ctrl array must have shape (batch, steps, nu) = {(B, steps, nu)}, got {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise RolloutError("ctrl array holds non-finite values")
+    return "array", arr, None
+
+
+def check_out(out, overwrite: bool):
+    if out is None:
+        return None
+    path = os.path.abspath(os.fspath(out))
+    d = os.path.dirname(path)
+    if os.path.isdir(path):
+        raise RolloutError(f"out={out!r} is a directory, not a file path")
+    if not os.path.isdir(d):
+        what = "is not a directory" if os.path.exists(d) else "does not exist"
+        raise RolloutError(f"out={out!r}: directory {d!r} {what}")
+    if os.path.exists(path):
+        if not overwrite:
+            raise RolloutError(f"out={out!r} exists; pass overwrite=True (CLI: --overwrite) to replace it, "
+                               f"or resume={out!r} to continue it")
+        if not os.access(path, os.W_OK):
+            raise RolloutError(f"out={out!r} exists and is not writable")
+    elif not os.access(d, os.W_OK):
+        raise RolloutError(f"out={out!r}: directory {d!r} is not writable")
+    return path
+
+
+def check_int(name, v, lo):
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
+        raise RolloutError(f"{name} must be an int >= {lo}, got {v!r}")
+    return int(v)
+
+
+def check_devices(devices):
+    if devices is None:
+        return tuple(jax.devices())
+    if isinstance(devices, (int, np.integer)) and not isinstance(devices, bool):
+        avail = jax.devices()
+        if not 1 <= devices <= len(avail):
+            raise RolloutError(f"devices={devices}: {len(avail)} device(s) available")
+        return tuple(avail[:devices])
+    devices = tuple(devices)
+    if not devices:
+        raise RolloutError("devices is empty")
+    return devices
+
+
+def check_x0(x0, batch, layout: StateLayout) -> np.ndarray:
+    n = layout.size
+    x0 = np.asarray(x0, dtype=np.float64)
+    if x0.ndim == 1 and batch is not None:
+        x0 = np.broadcast_to(x0, (check_int("batch", batch, 1), x0.size)).copy()
+    if x0.ndim != 2 or x0.shape[1] != n:
+        raise RolloutError(f"x0 must have shape (batch, n) with n={n} (the layout size), got {x0.shape}")
+    if batch is not None and batch != x0.shape[0]:
+        raise RolloutError(f"batch={batch} but x0 has {x0.shape[0]} rows (shape {x0.shape})")
+    if x0.shape[0] < 1:
+        raise RolloutError(f"x0 has no rows (shape {x0.shape})")
+    if not np.all(np.isfinite(x0)):
+        bad = sorted({layout.names[i] for i in range(len(layout)) if not np.all(
+            np.isfinite(x0[:, layout.records[i].value_slice]))})
+        raise RolloutError(f"x0 holds non-finite values in state(s) {bad}")
+    return x0
+
+
+def carry_plan(scene, integ, dt: float, B: int) -> tuple[tuple, dict]:
+    """((name, shape), ...) and the cold initial carry (B, *shape) of the scene and the integrator."""
+    if not accepts_carry(integ):
+        return (), {}
+    spec = {**scene_carry_spec(scene), **integrator_carry_spec(integ, scene)}
+    if not spec:
+        return (), {}
+    init = dict(scene.init_carry()) if scene_carry_spec(scene) else {}
+    if integrator_carry_spec(integ, scene):
+        init.update(integ.init_carry(scene, dt))
+    carry0 = {}
+    for name, shape in spec.items():
+        v = np.asarray(init[name], np.float64)
+        if v.shape != tuple(shape):
+            raise RolloutError(f"carry {name!r}: init_carry gives shape {v.shape}, carry_spec says {tuple(shape)}")
+        carry0[name] = np.broadcast_to(v, (B,) + v.shape).copy()
+    return tuple((k, tuple(s)) for k, s in spec.items()), carry0
+
+
+@functools.cache
+def version(dist: str) -> str:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def _ctrl_attr(mode, arr, fn) -> str:
+    if mode == "array":
+        return "array sha256:" + hashlib.sha256(np.ascontiguousarray(arr).tobytes()).hexdigest()
+    if mode == "callable":
+        return f"callable {getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
+    return "none"
+
+
+def mujoco_model(scene) -> mujoco.MjModel | None:
+    model = getattr(scene, "model", None)
+    return model if isinstance(model, mujoco.MjModel) else None
+
+
+def _attrs(scene, integ, *, dt, steps, record_every, B, seed, t0, chunk, perturb, ctrl_attr, integ_source) -> dict:
+    model = mujoco_model(scene)
+    return dict(
+        format=h5.FORMAT, format_version=h5.FORMAT_VERSION, mujoco_version=mujoco.__version__,
+        mjx_version=version("mujoco-mjx"), jax_version=jax.__version__, mjharness_version=version("mjharness"),
+        model_sha256=h5.model_sha256(model) if model is not None else "",
+        integrator=json.dumps(integrator_config(integ)),
+        integrator_source=integ_source, dt=dt, record_every=record_every, steps=steps, batch=B, seed=seed,
+        created=datetime.now(timezone.utc).isoformat(timespec="seconds"), t0=float(t0), chunk=chunk,
+        perturb=float(perturb), ctrl=ctrl_attr,
+        scene=scene_info(model).source if model is not None else type(scene).__name__,
+        quaternion_update=str(getattr(scene, "quaternion_update", "")), x64=bool(jax.config.jax_enable_x64))
+
+
+def _chunk_steps(chunk, steps: int, record_every: int) -> int:
+    if chunk is None:
+        chunk = max(DEFAULT_CHUNK_STEPS, DEFAULT_CHUNK_SAMPLES * record_every)
+    chunk = check_int("chunk", chunk, 1)
+    chunk = -(-chunk // record_every) * record_every  # whole samples per chunk
+    return min(chunk, -(-steps // record_every) * record_every)
+
+
+def _resume_path(resume, out) -> str:
+    if out is not None and os.path.abspath(os.fspath(out)) != os.path.abspath(os.fspath(resume)):
+        raise RolloutError(f"resume={resume!r} continues that file; out={out!r} must be None or the same path")
+    path = os.path.abspath(os.fspath(resume))
+    if not os.path.isfile(path):
+        raise RolloutError(f"resume={resume!r}: no such file")
+    if not os.access(path, os.W_OK):
+        raise RolloutError(f"resume={resume!r}: file is not writable")
+    return path
+
+
+def check_carry(carry, carry_spec, carry0: dict) -> dict:
+    """A user's initial carry (e.g. ``result.carry`` of a previous run) checked against the plan's."""
+    if carry is None:
+        return carry0
+    names = [k for k, _ in carry_spec]
+    if set(carry) != set(names):
+        raise RolloutError(f"carry has entries {sorted(carry)}, this run carries {names}")
+    out = {}
+    for name, _ in carry_spec:
+        v = np.asarray(carry[name], np.float64)
+        if v.shape != carry0[name].shape:
+            raise RolloutError(f"carry[{name!r}] must have shape {carry0[name].shape} (batch x carry_spec), "
+                               f"got {v.shape}")
+        if not np.all(np.isfinite(v)):
+            raise RolloutError(f"carry[{name!r}] holds non-finite values")
+        out[name] = v.copy()
+    return out
+
+
+def make_plan(scene, integrator, *, dt, steps, batch, x0, ctrl, seed, record_every, out, chunk, overwrite, resume,
+              model_params, devices, keep, t0, mjx, quaternion_update, perturb, carry=None) -> Plan:
+    steps = check_int("steps", steps, 1)
+    record_every = check_int("record_every", record_every, 1)
+    if record_every > steps:
+        raise RolloutError(f"record_every={record_every} > steps={steps}: nothing would be recorded")
+    seed = check_int("seed", seed, 0)
+    if not (isinstance(perturb, (int, float)) and math.isfinite(perturb) and perturb >= 0):
+        raise RolloutError(f"perturb must be a finite number >= 0, got {perturb!r}")
+    chunk = _chunk_steps(chunk, steps, record_every)
+    if not keep and out is None and resume is None:
+        raise RolloutError("keep=False needs out= (the trajectory would be kept nowhere)")
+    out = _resume_path(resume, out) if resume is not None else check_out(out, overwrite)
+    scene = resolve_scene(scene, mjx=mjx, quaternion_update=quaternion_update)
+    integ = scene_integrator(scene, integrator)
+    try:
+        kind = check_pair(scene, integ)
+    except ContractError as e:
+        raise RolloutError(str(e)) from None
+    dt = scene_timestep(scene, dt)
+    layout: StateLayout = scene.layout
+    devs = check_devices(devices)
+
+    if resume is not None:
+        if x0 is not None or model_params:
+            raise RolloutError("resume takes x0 and model_params from the file; do not pass them")
+        with h5.open_rollout(out) as f:
+            x0, model_params = f.x0, f.model_params
+        if batch is not None and batch != x0.shape[0]:
+            raise RolloutError(f"resume={resume!r}: the file has batch {x0.shape[0]}, batch={batch} was asked")
+        batch = None
+    if x0 is not None:
+        x0 = check_x0(x0, batch, layout)
+    else:
+        x0 = initial_states(scene, check_int("batch", 1 if batch is None else batch, 1), seed, perturb)
+    B = x0.shape[0]
+    ctrl_mode, ctrl_arr, ctrl_fn = check_ctrl(scene, ctrl, B, steps, layout.size)
+    params = check_model_params(scene, model_params, B)
+    carry_spec, carry0 = carry_plan(scene, integ, dt, B)
+    if carry is not None and resume is not None:
+        raise RolloutError("resume takes the carry from the file; do not pass carry")
+    carry0 = check_carry(carry, carry_spec, carry0)
+    attrs = _attrs(scene, integ, dt=dt, steps=steps, record_every=record_every, B=B, seed=seed, t0=t0, chunk=chunk,
+                   perturb=perturb, ctrl_attr=_ctrl_attr(ctrl_mode, ctrl_arr, ctrl_fn),
+                   integ_source="argument" if integrator is not None else "scene")
+    plan = Plan(scene=scene, integ=integ, kind=kind or integrator_kind(integ), dt=dt, steps=steps,
+                record_every=record_every, samples=steps // record_every, chunk=chunk, x0=x0, carry0=carry0,
+                carry_spec=carry_spec, seed=seed, ctrl_mode=ctrl_mode, ctrl=ctrl_arr, ctrl_fn=ctrl_fn,
+                params=params, devices=devs, out=out, t0=float(t0), attrs=attrs)
+    if resume is not None:
+        check_resume(plan)
+    return plan
+
+
+RESUME_MUST_MATCH = ("model_sha256", "integrator", "dt", "record_every", "batch", "seed", "t0", "ctrl",
+                     "quaternion_update", "x64")
+
+
+def check_resume(plan: Plan) -> None:
+    with h5.open_rollout(plan.out) as f:
+        a = {k: h5.decode_attr(v) for k, v in f.h5.attrs.items()}
+        samples = f.samples
+        n_file = f.h5["x"].shape[2]
+        carry_file = [(name, size) for name, size in f.carry_layout]
+        old_style_sha = f.mjb is None  # written before files kept the binary model: hashed the XML
+    want = dict(plan.attrs)
+    model = mujoco_model(plan.scene)
+    if old_style_sha and model is not None:
+        want["model_sha256"] = h5.model_sha256(scene_info(model).xml)
+    bad = []
+    for k in RESUME_MUST_MATCH:
+        if k == "ctrl" and want["ctrl"].startswith("callable") and str(a.get(k, "")).startswith("callable"):
+            continue  # a callable cannot be compared; the caller is trusted to pass the same one
+        if k in a and a[k] != want[k]:
+            bad.append(f"{k}: file {a[k]!r}, now {want[k]!r}")
+    if n_file != plan.scene.layout.size:
+        bad.append(f"state size: file {n_file}, now {plan.scene.layout.size}")
+    carry_now = [(name, int(np.prod(shape, dtype=np.int64))) for name, shape in plan.carry_spec]
+    if carry_file != carry_now:
+        bad.append(f"carry: file {carry_file}, now {carry_now}")
+    if bad:
+        raise RolloutError(f"resume={plan.out!r} does not match this run: " + "; ".join(bad))
+    plan.start_step = samples * plan.record_every
+    plan.attrs["created"] = a.get("created", plan.attrs["created"])
+    plan.attrs["steps"] = max(plan.steps, int(a["steps"]))
+    if plan.steps < int(a["steps"]) and samples * plan.record_every > plan.steps:
+        raise RolloutError(f"resume={plan.out!r} already holds {samples} samples, more than steps={plan.steps} asks")

@@ -1,0 +1,69 @@
+"""What ``rollout`` returns: time-major arrays like the file, plus run statistics."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mjharness.integrators import STATUS_OK
+
+
+class RolloutResult:
+    """Outcome of ``rollout``: time-major arrays like the file.
+
+    ``.time`` (T,), ``.x`` (T, B, n), ``.qpos`` (T, B, nq), ``.qvel`` (T, B, nv), ``.state(name)``,
+    ``.status`` (B,) (``mjharness.integrators.Status`` codes), ``.status_step`` (B,) (-1 when ok),
+    ``.x0`` (B, n), ``.carry`` (dict name -> (B, ...): the carried values after the last step),
+    ``.integrator`` (the integrator object that ran), ``.layout``, ``.path`` (the HDF5 file or None),
+    ``.stats`` (wall_s, compile_s, steps_per_s, world_steps_per_s, worlds_ok, worlds_failed,
+    file_bytes, ...). With ``keep=False`` the trajectory is not held in memory: ``.x`` reads the file.
+    """
+
+    def __init__(self, *, time, x, status, status_step, x0, layout, qpos_segment, qvel_segment, path, stats,
+                 carry=None, integrator=None):
+        self.time = time
+        self._x = x
+        self.status = status
+        self.status_step = status_step
+        self.x0 = x0
+        self.layout = layout
+        self.qpos_segment = qpos_segment
+        self.qvel_segment = qvel_segment
+        self.path = path
+        self.stats = stats
+        self.carry = carry or {}
+        self.integrator = integrator
+
+    @property
+    def x(self) -> np.ndarray:
+        if self._x is None:
+            from mjharness.rollout.h5 import open_rollout
+
+            with open_rollout(self.path) as f:
+                return f.x
+        return self._x
+
+    def _seg(self, seg, what):
+        if seg is None:
+            raise AttributeError(f"this rollout's model has no {what} segment (not a MuJoCo scene)")
+        return self.x[..., seg]
+
+    @property
+    def qpos(self) -> np.ndarray:
+        return self._seg(self.qpos_segment, "qpos")
+
+    @property
+    def qvel(self) -> np.ndarray:
+        return self._seg(self.qvel_segment, "qvel")
+
+    def state(self, name: str) -> np.ndarray:
+        return self.layout.get(self.x, name)
+
+    @property
+    def ok(self) -> np.ndarray:
+        return self.status == STATUS_OK
+
+    def __repr__(self):
+        T = len(self.time)
+        B = len(self.status)
+        return (f"RolloutResult(samples={T}, batch={B}, n={self.layout.size}, ok={int(self.ok.sum())}/{B}, "
+                f"path={self.path!r})")

@@ -1,0 +1,224 @@
+"""The host loop: compile the chunk once, call it chunk after chunk, stream samples to the file.
+
+The HDF5 writer thread writes chunk k while chunk k+1 computes. The batch is sharded over devices
+(padded to a multiple of the device count; pad worlds repeat the last world and are dropped). A
+resumed run restarts from the file's last flushed sample: its state, carry and statuses.
+"""
+
+from __future__ import annotations
+
+import os
+import time as _time
+
+import jax
+import numpy as np
+
+from .. import h5
+from .chunk import ChunkInput, ChunkStatic, StepConstants, WorldState, compiled_chunk, shardings
+from .plan import Plan, mujoco_model, nu_of
+from .results import RolloutResult
+
+
+def _pad(a, Bp, axis=0):
+    B = a.shape[axis]
+    if B == Bp:
+        return a
+    idx = np.concatenate([np.arange(B), np.full(Bp - B, B - 1)])
+    return np.take(a, idx, axis=axis)
+
+
+def _static(plan: Plan, Bp: int) -> ChunkStatic:
+    return ChunkStatic(integ=plan.integ, kind=plan.kind, ctrl_mode=plan.ctrl_mode, ctrl_fn=plan.ctrl_fn,
+                       params=tuple((k, v.shape[1:]) for k, v in plan.params.items()), carry=plan.carry_spec,
+                       samples=plan.chunk // plan.record_every, record_every=plan.record_every, batch=Bp,
+                       n=plan.x0.shape[1], nu=nu_of(plan.scene), devices=plan.devices)
+
+
+def _start_state(plan: Plan, resume: bool):
+    """(x, carry, status, status_step) on the host where the run starts."""
+    B = plan.x0.shape[0]
+    x, carry = plan.x0, dict(plan.carry0)
+    status, status_step = np.zeros(B, np.int8), np.full(B, -1, np.int64)
+    j_start = plan.start_step // plan.record_every
+    if resume and j_start == 0 and plan.carry_spec:
+        with h5.open_rollout(plan.out) as f:
+            carry = {k: np.asarray(v).reshape((B,) + tuple(shape)) for (k, v), (_, shape) in
+                     zip(h5.carry_dict(plan.carry_spec, f.carry0).items(), plan.carry_spec)}
+    if resume and j_start > 0:
+        with h5.open_rollout(plan.out) as f:
+            x = f.h5["x"][j_start - 1]
+            status, status_step = f.status.astype(np.int8), f.status_step.astype(np.int64)
+            if plan.carry_spec:
+                flat = f.carry_at(j_start - 1)
+                carry = {name: np.asarray(flat[name]).reshape((B,) + tuple(shape)) for name, shape in plan.carry_spec}
+        # A world that failed after the resumed sample (in unrecorded trailing steps) runs again.
+        again = status_step >= plan.start_step
+        status[again], status_step[again] = 0, -1
+    return x, carry, status, status_step
+
+
+def _flat_carry(carries: dict, spec, S: int, B: int) -> np.ndarray | None:
+    if not spec:
+        return None
+    return np.concatenate([np.asarray(carries[name]).reshape(S, B, -1) for name, _ in spec], axis=-1)
+
+
+def _file_spec(plan: Plan, T: int, S: int, compression) -> h5.FileSpec:
+    scene = plan.scene
+    model = mujoco_model(scene)
+    B = plan.x0.shape[0]
+    return h5.FileSpec(
+        attrs=plan.attrs, model=model, compat_log=list(getattr(scene, "compat_log", []) or []),
+        layout=h5.layout_table(scene.layout, getattr(scene, "joint_of", None)), x0=plan.x0,
+        model_params=plan.params, samples=T, qpos=getattr(scene, "qpos_segment", None),
+        qvel=getattr(scene, "qvel_segment", None), time_chunk=S, compression=compression,
+        carry_layout=tuple((name, int(np.prod(shape, dtype=np.int64))) for name, shape in plan.carry_spec),
+        carry0=_flat_carry({k: v[None] for k, v in plan.carry0.items()}, plan.carry_spec, 1, B)[0]
+        if plan.carry_spec else None)
+
+
+def _input_maker(plan: Plan, i_in: ChunkInput, Bp: int):
+    """``chunk_input(k)``: the chunk's inputs on the devices (constants put once, controls per chunk)."""
+    put = jax.device_put
+    B = plan.x0.shape[0]
+    wids = np.arange(Bp, dtype=np.int64)
+    wids[B:] = B - 1
+    wids_d = put(wids, i_in.wids)
+    params = tuple(put(_pad(v, Bp), sh) for v, sh in zip(plan.params.values(), i_in.params))
+    consts = StepConstants(put(np.float64(plan.t0), i_in.consts.t0), put(np.float64(plan.dt), i_in.consts.dt),
+                           put(np.int64(plan.steps), i_in.consts.steps), put(np.int64(plan.seed), i_in.consts.seed))
+
+    def chunk_input(k) -> ChunkInput:
+        if plan.ctrl_mode != "array":
+            u = put(np.zeros((), np.float64), i_in.ctrl)
+        else:
+            u = plan.ctrl[:, k:k + plan.chunk]
+            if u.shape[1] < plan.chunk:  # masked steps past the end: any finite value
+                u = np.concatenate([u, np.zeros((B, plan.chunk - u.shape[1], u.shape[2]))], axis=1)
+            u = put(np.ascontiguousarray(_pad(u, Bp).transpose(1, 0, 2)), i_in.ctrl)
+        return ChunkInput(k0=put(np.int64(k), i_in.k0), consts=consts, wids=wids_d, ctrl=u, params=params)
+
+    return chunk_input
+
+
+def _device_state(x, carry, status, status_step, s_in: WorldState, Bp: int) -> WorldState:
+    # Copies: the state is donated to the chunk function and must not alias plan.x0 or a file's data.
+    put = jax.device_put
+    return WorldState(x=put(_pad(np.array(x, np.float64), Bp), s_in.x),
+                      carry={k: put(_pad(np.array(v, np.float64), Bp), s_in.carry[k]) for k, v in carry.items()},
+                      status=put(_pad(np.array(status, np.int8), Bp), s_in.status),
+                      status_step=put(_pad(np.array(status_step, np.int64), Bp), s_in.status_step))
+
+
+def _open_writer(plan: Plan, resume: bool, S: int, compression):
+    if plan.out is None:
+        return None
+    if resume:
+        h5.extend_rollout_file(plan.out, plan.samples, {"steps": plan.attrs["steps"]})
+    else:
+        h5.create_rollout_file(plan.out, _file_spec(plan, plan.samples, S, compression))
+    return h5.RolloutWriter(plan.out)
+
+
+def _memory(plan: Plan, keep: bool, resume: bool):
+    if not keep:
+        return None
+    B, n = plan.x0.shape
+    xs_mem = np.empty((plan.samples, B, n))
+    j_start = plan.start_step // plan.record_every
+    if resume and j_start > 0:
+        with h5.open_rollout(plan.out) as f:
+            xs_mem[:j_start] = f.h5["x"][:j_start]
+    return xs_mem
+
+
+def _loop(plan: Plan, st: ChunkStatic, compiled, state, chunk_input, *, writer, xs_mem, guard, bar, host):
+    """Run the chunks from ``plan.start_step``; returns the host (status, status_step, carry) at the end."""
+    B = plan.x0.shape[0]
+    T, R, S = plan.samples, plan.record_every, st.samples
+    st_h, sst_h, carry_h = host  # a resumed run that is already complete runs no chunk
+    k = plan.start_step
+    while k < plan.steps:
+        inp = chunk_input(k)
+        out = guard(compiled, state, inp, step=k) if guard is not None else jax.block_until_ready(
+            compiled(state, inp))
+        state = out.state
+        j0 = k // R
+        nvalid = max(0, min(S, T - j0))
+        # One transfer per chunk.
+        xs, cs, st_h, sst_h, carry_h = jax.device_get((out.xs, out.carries, state.status, state.status_step,
+                                                       state.carry))
+        xs, st_h, sst_h = xs[:nvalid, :B], st_h[:B], sst_h[:B]
+        times = plan.t0 + (np.arange(j0, j0 + nvalid) + 1) * R * plan.dt
+        if xs_mem is not None:
+            xs_mem[j0:j0 + nvalid] = xs
+        if writer is not None and nvalid:
+            flat = _flat_carry(cs, plan.carry_spec, S, st.batch)
+            writer.put(j0, times, xs, st_h, sst_h, carry=None if flat is None else flat[:nvalid, :B])
+        k_next = min(k + plan.chunk, plan.steps)
+        if bar is not None:
+            bar.update(k_next - k)
+            bar.set_postfix_str(f"{int((st_h != 0).sum())} failed", refresh=False)
+        k = k_next
+    return np.array(st_h), np.array(sst_h), {name: np.asarray(v)[:B] for name, v in carry_h.items()}
+
+
+def execute(plan: Plan, *, progress, compression, watchdog_s, keep, resume) -> RolloutResult:
+    scene = plan.scene
+    B = plan.x0.shape[0]
+    ndev = len(plan.devices)
+    st = _static(plan, -(-B // ndev) * ndev)
+    (s_in, i_in), _ = shardings(st)
+    x, carry, status, status_step = _start_state(plan, resume)
+    chunk_input = _input_maker(plan, i_in, st.batch)
+    state = _device_state(x, carry, status, status_step, s_in, st.batch)
+    t_wall = _time.perf_counter()
+    compiled, compile_s, trace_s, trace_source = compiled_chunk(scene, st, (state, chunk_input(plan.start_step)))
+
+    # Only now (inputs checked, function compiled) does anything touch the disk.
+    writer = _open_writer(plan, resume, st.samples, compression)
+    xs_mem = _memory(plan, keep, resume)
+    guard = _watchdog(watchdog_s, scene, B)
+    bar = _progress(progress, plan.steps, plan.start_step)
+    t_run = _time.perf_counter()
+    done = False
+    try:
+        status, status_step, carry = _loop(plan, st, compiled, state, chunk_input, writer=writer, xs_mem=xs_mem,
+                                           guard=guard, bar=bar, host=(status, status_step, carry))
+        done = True
+    finally:
+        if bar is not None:
+            bar.close()
+        if writer is not None:
+            writer.close(complete=done)
+    run_s = _time.perf_counter() - t_run
+    steps_run = plan.steps - plan.start_step
+    stats = dict(wall_s=_time.perf_counter() - t_wall, compile_s=compile_s, trace_s=trace_s, run_s=run_s,
+                 trace_cache=trace_source, steps=steps_run,
+                 steps_per_s=steps_run / run_s if run_s > 0 else float("inf"),
+                 world_steps_per_s=steps_run * B / run_s if run_s > 0 else float("inf"),
+                 worlds_ok=int((status == 0).sum()), worlds_failed=int((status != 0).sum()),
+                 file_bytes=os.path.getsize(plan.out) if plan.out else 0, devices=ndev, chunk=plan.chunk)
+    R = plan.record_every
+    return RolloutResult(time=plan.t0 + (np.arange(plan.samples) + 1) * R * plan.dt, x=xs_mem, status=status,
+                         status_step=status_step, x0=plan.x0, layout=scene.layout,
+                         qpos_segment=getattr(scene, "qpos_segment", None),
+                         qvel_segment=getattr(scene, "qvel_segment", None), path=plan.out, stats=stats,
+                         carry=carry, integrator=plan.integ)
+
+
+def _watchdog(watchdog_s, scene, B):
+    from ..diagnostics.watchdog import Watchdog, watchdog_timeout
+
+    if watchdog_timeout(watchdog_s) == 0:
+        return None
+    name = getattr(scene, "name", type(scene).__name__)
+    return Watchdog(watchdog_s, scene=name, batch=B)
+
+
+def _progress(progress, total, initial):
+    if not progress:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, initial=initial, unit="step", desc="rollout", dynamic_ncols=True)

@@ -1,0 +1,26 @@
+"""HDF5 rollout files (format version 1, DESIGN.md section 5).
+
+``format``: constants, ``FileSpec``, the file's layout and attribute encoding; ``layout``: the
+``/layout`` table <-> ``StateLayout`` and the carry's rows and flat vector; ``model``: the lossless
+binary model, its digest, rebuilding and comparing models; ``writer``: creating, extending and the
+streaming writer thread; ``reader``: ``open_rollout`` / ``RolloutFile``.
+"""
+
+from .format import FORMAT, FORMAT_VERSION, FileSpec, RolloutFileError, decode_attr
+from .layout import (
+    CARRY_UPDATE,
+    carry_dict,
+    carry_layout_from_table,
+    carry_size,
+    carry_vector,
+    layout_from_table,
+    layout_table,
+)
+from .model import model_differences, model_fields, model_from_mjb, model_mjb, model_sha256
+from .reader import RolloutFile, open_rollout
+from .writer import RolloutWriter, create_rollout_file, extend_rollout_file
+
+__all__ = ["RolloutWriter", "RolloutFile", "open_rollout", "create_rollout_file", "extend_rollout_file",
+           "layout_table", "layout_from_table", "carry_layout_from_table", "carry_size", "carry_vector",
+           "carry_dict", "CARRY_UPDATE", "model_mjb", "model_sha256", "model_from_mjb", "model_fields",
+           "model_differences", "decode_attr", "FileSpec", "RolloutFileError", "FORMAT", "FORMAT_VERSION"]

@@ -1,0 +1,115 @@
+"""The rollout file format (version 1): constants, ``FileSpec``, attribute encoding, chunking.
+
+Layout of a file::
+
+    /             attrs: format, format_version, versions, model_sha256, integrator (JSON), dt,
+                  record_every, steps, batch, seed, created, complete, samples (flushed so far), ...
+    /model/mjcf   the scene XML as saved by MuJoCo (readable, numbers rounded)
+    /model/mjb    MuJoCo's binary model (``mj_saveModel`` bytes, uint8): the model that ran, lossless;
+                  attr ``signature`` (uint64) the compiler's signature, the one field MJB leaves out
+    /model/source_xml   the XML the model was compiled from, when known
+    /model/assets/<name>  asset bytes (uint8; attr ``name`` holds the asset's name, the dataset name
+                  escapes ``/``)                          /model/compat_log  JSON list
+    /model/params/<field>  per-world model parameters (B, ...) when the rollout randomized them
+    /layout       compound table: one row per state, then one row per carry entry (update "carry")
+    /x0  (B, n) initial states          /carry0  (B, nc) initial carry (only when nc > 0)
+    /time (T,)    /x (T, B, n) chunked along T           /carry (T, B, nc) chunked like /x
+    /qpos, /qvel  virtual datasets over /x               /status (B,)  /status_step (B,)
+
+``/x``, ``/carry`` and ``/time`` are created at their full length T (unwritten samples read as NaN);
+the root attribute ``samples`` says how many leading samples are flushed and valid, ``complete``
+whether the run finished. ``/carry[j]`` is the carry after the step that produced ``/x[j]``, so a
+resume from sample j restarts exactly where the run was. Every addition since the first files
+(``/model/mjb``, ``/model/source_xml``, ``/model/assets``, ``/carry``, ``/carry0``, carry rows) is
+optional: files without them are the same format version and open unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import h5py
+import mujoco
+import numpy as np
+
+FORMAT = "mjharness-rollout"
+FORMAT_VERSION = 1
+
+
+class RolloutFileError(ValueError):
+    """A rollout file is missing, not a rollout file, or does not fit the requested run; names the file."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class FileSpec:
+    """Everything that goes into a new rollout file before the first chunk (keyword arguments).
+
+    ``layout`` is ``layout_table(...)`` of the states (carry rows in it are replaced by those of
+    ``carry_layout``). The model: ``model``, the ``MjModel`` that ran, from which the file takes the
+    binary model, its signature and (unless ``mjcf`` is given) the saved XML; or, for callers that
+    hold no model (a copy of another file), ``mjcf`` and optionally ``mjb`` (``model_mjb(model)``)
+    with ``model_signature`` (``model.signature``). ``source_xml`` and ``assets`` (name -> bytes): what
+    the model was compiled from, when known. ``carry_layout``: ordered (name, size) pairs (a shape
+    tuple instead of a size is kept in the table and flattened), e.g. the engine's carry spec; empty
+    means no carry and no ``/carry``. ``carry0``: the initial carry, (B, nc) or a dict name -> (B, ...).
+    """
+
+    attrs: dict
+    compat_log: list
+    layout: np.ndarray          # layout_table(...)
+    x0: np.ndarray              # (B, n)
+    model_params: dict          # field -> (B, ...)
+    samples: int                # T
+    qpos: slice | None
+    qvel: slice | None
+    time_chunk: int             # HDF5 chunk length along T
+    compression: object = None  # None, "gzip", "lzf" or a gzip level 0-9
+    model: mujoco.MjModel | None = None
+    mjcf: str = ""
+    mjb: bytes | None = None
+    model_signature: int | None = None  # model.signature: the compiler's hash, which the MJB does not hold
+    source_xml: str | None = None
+    assets: dict = field(default_factory=dict)
+    carry_layout: tuple = ()
+    carry0: object = None       # (B, nc) array or dict name -> (B, ...); None when there is no carry
+
+
+def set_attr(f, key, value) -> None:
+    """Store one attribute: None as "null", containers as JSON, everything else as HDF5 stores it."""
+    if value is None:
+        value = "null"
+    elif isinstance(value, (dict, list, tuple)):
+        value = json.dumps(value)
+    f.attrs[key] = value
+
+
+def decode_attr(v):
+    """An attribute or scalar dataset value as a plain Python value (bytes -> str, numpy -> builtin)."""
+    if isinstance(v, bytes):
+        v = v.decode()
+    if isinstance(v, np.generic):
+        v = v.item()
+    return v
+
+
+def compression_kwargs(compression) -> dict:
+    if compression is None or compression is False:
+        return {}
+    if isinstance(compression, (int, np.integer)) and not isinstance(compression, bool):
+        return dict(compression="gzip", compression_opts=int(compression), shuffle=True)
+    return dict(compression=compression, shuffle=True)
+
+
+def chunks(T: int, B: int, n: int, time_chunk: int) -> tuple[int, int, int]:
+    """HDF5 chunk shape of a (T, B, n) dataset: at most about 1 MiB, the time extent following the
+    engine's chunk so one write touches whole HDF5 chunks."""
+    nb = max(1, min(B, (1 << 20) // max(1, 8 * n)))
+    nt = max(1, min(max(T, 1), time_chunk, (1 << 20) // max(1, 8 * n * nb)))
+    return nt, nb, max(n, 1)
+
+
+def create_samples_dataset(f: h5py.File, name: str, shape: tuple, chunk: tuple, compression) -> None:
+    """A (T, B, n) float64 dataset growable along T, unwritten samples NaN (``/x``, ``/carry``)."""
+    f.create_dataset(name, shape=shape, maxshape=(None,) + tuple(shape[1:]), dtype="f8", chunks=chunk,
+                     fillvalue=np.nan, **compression_kwargs(compression))

@@ -1,0 +1,249 @@
+"""Reading a rollout file: ``open_rollout(path)`` -> ``RolloutFile`` (also while it is being written)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import h5py
+import mujoco
+import numpy as np
+
+from mjharness.integrators import StateError, StateLayout
+
+from .format import FORMAT, RolloutFileError, decode_attr
+from .layout import carry_dict, carry_layout_from_table, carry_size, layout_from_table
+from .model import asset_name, model_from_mjb, model_from_xml
+
+MODEL_SOURCES = ("auto", "mjb", "xml")
+
+
+class RolloutFile:
+    """A rollout file opened for reading (also while it is being written, or after a killed run).
+
+    ``.time`` (T,), ``.x`` (T, B, n), ``.qpos``, ``.qvel``, ``.state(name)`` (T, B, *shape) and
+    ``.carry`` (T, B, nc) hold the ``samples`` flushed so far; ``.carry_at(j)`` is sample j's carry by
+    name. ``.x0``, ``.carry0``, ``.status``, ``.status_step``, ``.layout`` (a rebuilt ``StateLayout``
+    of the states), ``.carry_layout`` ((name, size) pairs), ``.attrs`` (JSON attributes decoded),
+    ``.complete``, ``.mjcf``, ``.mjb``, ``.model_signature``, ``.source_xml``, ``.assets``,
+    ``.model()`` (the MjModel that ran), ``.compat_log``, ``.model_params``. Arrays are read on
+    access; use as a context manager or call ``close()``.
+    """
+
+    def __init__(self, path):
+        path = os.fspath(path)
+        if not os.path.isfile(path):
+            raise RolloutFileError(f"{path}: no such file")
+        try:
+            # No HDF5 file lock: a reader must be able to open a file a running rollout is writing.
+            self._f = h5py.File(path, "r", locking=False)
+        except OSError as e:
+            raise RolloutFileError(f"{path}: not a readable HDF5 file ({e})") from None
+        if decode_attr(self._f.attrs.get("format")) != FORMAT:
+            self._f.close()
+            raise RolloutFileError(f"{path}: not an mjharness rollout file (no format={FORMAT!r} attribute)")
+        self.path = path
+        self._layout = None
+        self._carry_layout = None
+
+    def close(self):
+        self._f.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    @property
+    def attrs(self) -> dict:
+        out = {}
+        for k, v in self._f.attrs.items():
+            v = decode_attr(v)
+            if k == "integrator" and isinstance(v, str):
+                try:
+                    v = json.loads(v)
+                except ValueError:
+                    pass
+            out[k] = v
+        return out
+
+    @property
+    def samples(self) -> int:
+        return int(self._f.attrs["samples"])
+
+    @property
+    def complete(self) -> bool:
+        return bool(self._f.attrs["complete"])
+
+    @property
+    def batch(self) -> int:
+        return int(self._f["x"].shape[1])
+
+    @property
+    def time(self) -> np.ndarray:
+        return self._f["time"][: self.samples]
+
+    @property
+    def x(self) -> np.ndarray:
+        return self._f["x"][: self.samples]
+
+    def _vds(self, name):
+        if name not in self._f:
+            raise KeyError(f"{self.path}: no /{name} (the rolled-out model is not a MuJoCo scene)")
+        return self._f[name][: self.samples]
+
+    @property
+    def qpos(self) -> np.ndarray:
+        return self._vds("qpos")
+
+    @property
+    def qvel(self) -> np.ndarray:
+        return self._vds("qvel")
+
+    @property
+    def x0(self) -> np.ndarray:
+        return self._f["x0"][()]
+
+    @property
+    def status(self) -> np.ndarray:
+        return self._f["status"][()]
+
+    @property
+    def status_step(self) -> np.ndarray:
+        return self._f["status_step"][()]
+
+    @property
+    def layout(self) -> StateLayout:
+        if self._layout is None:
+            self._layout = layout_from_table(self._f["layout"][()])
+        return self._layout
+
+    @property
+    def layout_table(self) -> np.ndarray:
+        return self._f["layout"][()]
+
+    def state(self, name: str) -> np.ndarray:
+        """One named state over time: (T, B, *shape)."""
+        r = self.layout[name]
+        return self._f["x"][: self.samples, :, r.offset:r.offset + r.size].reshape(
+            (self.samples, self.batch) + r.spec.shape)
+
+    # -- the carry ----------------------------------------------------------------------------------
+
+    @property
+    def carry_layout(self) -> tuple:
+        """The carry's (name, size) pairs in vector order; () for a file without a carry."""
+        if self._carry_layout is None:
+            try:
+                cl = carry_layout_from_table(self._f["layout"][()])
+            except StateError as e:
+                raise RolloutFileError(f"{self.path}: {e}") from None
+            nc_file = self._f["carry"].shape[2] if "carry" in self._f else 0
+            if (cl and "carry" not in self._f) or carry_size(cl) != nc_file:
+                raise RolloutFileError(f"{self.path}: /layout lists a carry of {carry_size(cl)} values per world, "
+                                       f"/carry holds {nc_file}")
+            self._carry_layout = cl
+        return self._carry_layout
+
+    @property
+    def carry0(self) -> np.ndarray:
+        """The initial carry (B, nc) (nc = 0 for a file without a carry)."""
+        return self._f["carry0"][()] if self.carry_layout else np.zeros((self.batch, 0))
+
+    @property
+    def carry(self) -> np.ndarray:
+        """The carry after each flushed sample's step: (T, B, nc)."""
+        if not self.carry_layout:
+            return np.zeros((self.samples, self.batch, 0))
+        return self._f["carry"][: self.samples]
+
+    def carry_at(self, j: int) -> dict:
+        """The carry after sample ``j`` (0 <= j < samples) by name: name -> (B, size) ({} without a carry)."""
+        if isinstance(j, bool) or not isinstance(j, (int, np.integer)) or not 0 <= j < self.samples:
+            raise IndexError(f"{self.path}: sample {j!r} is not among the {self.samples} flushed samples")
+        if not self.carry_layout:
+            return {}
+        return carry_dict(self.carry_layout, self._f["carry"][int(j)])
+
+    # -- the model ----------------------------------------------------------------------------------
+
+    @property
+    def mjcf(self) -> str:
+        return decode_attr(self._f["model/mjcf"][()])
+
+    @property
+    def mjb(self) -> bytes | None:
+        """MuJoCo's binary model of the model that ran (None in files written before it was stored)."""
+        ds = self._f.get("model/mjb")
+        return None if ds is None else ds[()].tobytes()
+
+    @property
+    def model_signature(self) -> int | None:
+        """``signature`` of the model that ran (MJB leaves it out; None where the file does not hold it)."""
+        ds = self._f.get("model/mjb")
+        sig = None if ds is None else ds.attrs.get("signature")
+        return None if sig is None else int(sig)
+
+    @property
+    def source_xml(self) -> str | None:
+        ds = self._f.get("model/source_xml")
+        return None if ds is None else decode_attr(ds[()])
+
+    @property
+    def assets(self) -> dict:
+        g = self._f.get("model/assets")
+        if g is None:
+            return {}
+        return {decode_attr(g[k].attrs.get("name", asset_name(k))): g[k][()].tobytes() for k in g}
+
+    def model(self, source: str = "auto") -> mujoco.MjModel:
+        """The ``MjModel`` that ran. ``source``: ``"mjb"`` the lossless binary model (bit for bit in
+        every field but ``signature``, see ``model_signature``); ``"xml"`` compiles ``/model/mjcf``
+        with the file's assets (numbers rounded as the XML prints them); ``"auto"`` (default) the
+        MJB when the file holds one, else the XML (older files)."""
+        if source not in MODEL_SOURCES:
+            raise ValueError(f"source must be one of {MODEL_SOURCES}, got {source!r}")
+        mjb = self.mjb if source != "xml" else None
+        if mjb is not None:
+            try:
+                return model_from_mjb(mjb)
+            except Exception as e:  # MuJoCo refuses MJBs of other versions with a ValueError
+                raise RolloutFileError(
+                    f"{self.path}: /model/mjb does not load ({str(e).strip()}); it was written with MuJoCo "
+                    f"{self.attrs.get('mujoco_version', '(unknown)')}, this is {mujoco.__version__}; "
+                    f"model(source='xml') compiles the saved XML instead (not bit-identical)") from None
+        if source == "mjb":
+            raise RolloutFileError(f"{self.path}: no /model/mjb (written before the binary model was stored); "
+                                   f"model(source='xml') compiles the saved XML")
+        xml = self.mjcf
+        if not xml:
+            raise RolloutFileError(f"{self.path}: holds no model (the rolled-out model is not a MuJoCo scene)")
+        try:
+            return model_from_xml(xml, self.assets)
+        except Exception as e:
+            raise RolloutFileError(f"{self.path}: /model/mjcf does not compile: {str(e).strip()}") from None
+
+    @property
+    def compat_log(self) -> list:
+        return json.loads(decode_attr(self._f["model/compat_log"][()]))
+
+    @property
+    def model_params(self) -> dict:
+        g = self._f.get("model/params")
+        return {} if g is None else {k: g[k][()] for k in g}
+
+    @property
+    def h5(self) -> h5py.File:
+        """The open ``h5py.File`` (read-only)."""
+        return self._f
+
+    def __repr__(self):
+        T, B, n = self._f["x"].shape
+        return (f"RolloutFile({self.path!r}, samples={self.samples}/{T}, batch={B}, n={n}, "
+                f"nc={carry_size(self.carry_layout)}, complete={self.complete})")
+
+
+def open_rollout(path) -> RolloutFile:
+    """Open a rollout file for reading (see ``RolloutFile``)."""
+    return RolloutFile(path)
