@@ -11,7 +11,7 @@ Joints register in MuJoCo order, all positions first and all velocities second, 
     extras       "<prefix>/<name>" from ``add_state``
 
 The derivative buffer holds qvel for the positions (3-component body-frame angular velocity for a
-``quaternion`` attitude, 1/2 q * [0, w] for ``quaternion_highorder``), qacc for the velocities and
+``quaternion`` attitude, 1/2 q * [0, w] for ``quaternion_qdot``), qacc for the velocities and
 act_dot for the activations.
 """
 
@@ -31,11 +31,12 @@ from mujoco import mjx
 from mjharness.integrators import ContractError, StateError, StateLayout, StateRegistry, StateSpec
 from mjharness.integrators.digest import tree_digest
 from mjharness.integrators.policies import quat_dot
+from mjharness.integrators.state import canonical_update
 from mjharness.scenes import SceneError, compat, load_scene, scene_info
 
 from . import noise as _noise
 
-QUATERNION_UPDATES = ("quaternion", "quaternion_highorder")
+QUATERNION_UPDATES = ("quaternion", "quaternion_qdot")
 # MuJoCo's <option integrator> -> the registry name of ours that reproduces it.
 SCENE_INTEGRATORS = {int(mujoco.mjtIntegrator.mjINT_EULER): "semi_implicit_euler",
                      int(mujoco.mjtIntegrator.mjINT_RK4): "rk4",
@@ -116,12 +117,13 @@ class MjScene:
     ``model``: an ``MjModel`` or anything ``load_scene`` accepts. ``quaternion_update`` picks the
     policy of every ball/free attitude: ``"quaternion"`` (3-component exp map: MuJoCo C's Euler, and
     with our multi-stage RK methods Runge-Kutta-Munthe-Kaas stages, which is what MuJoCo C 4.0's RK4
-    does to 1e-14) or ``"quaternion_highorder"`` (4-component q-dot integrated as a vector, normalised
+    does to 1e-14) or ``"quaternion_qdot"`` (4-component q-dot integrated as a vector, normalised
     after the step; agrees with C's RK4 only to O(h^5 w^5) per step).
     The layout is finalized on first use of ``layout``; ``add_state`` must come before that.
     """
 
     def __init__(self, model, quaternion_update: str = "quaternion"):
+        quaternion_update = canonical_update(quaternion_update)
         if quaternion_update not in QUATERNION_UPDATES:
             raise StateError(f"quaternion_update must be one of {QUATERNION_UPDATES}, got {quaternion_update!r}")
         self.model = load_scene(model) if not isinstance(model, mujoco.MjModel) else model

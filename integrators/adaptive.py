@@ -324,7 +324,7 @@ def _safe_div(num, den):
 def value_difference(layout: StateLayout, x0, x_high, inc, dinc):
     """x_high - x_low in value space, where x_low = x0 (+) (inc - dinc).
 
-    Euclidean and quaternion_highorder states: exactly ``dinc`` (no cancellation against x0);
+    Euclidean and quaternion_qdot states: exactly ``dinc`` (no cancellation against x0);
     ``quaternion`` states: the difference of the two exp-map updates (stored 4-vectors).
     """
     err = jnp.zeros_like(x0)

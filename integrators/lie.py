@@ -18,7 +18,7 @@ C 4.0's RK4 is exactly this (1e-15 per step on a ball chain whipping at 16 rad/s
 update compose one exponential per stage, ``q_i = q0 * exp(h a_i1 w_1) * ... * exp(h a_i,i-1
 w_i-1)``, ``q1 = q0 * exp(h b_1 w_1) * ... * exp(h b_s w_s)``, with coefficients that satisfy the
 extra non-commutative order conditions (Crouch & Grossman 1993; Owren & Marthinsen 1999). Euclidean
-and ``quaternion_highorder`` states take the same tableau as an ordinary (third-order) RK method.
+and ``quaternion_qdot`` states take the same tableau as an ordinary (third-order) RK method.
 """
 
 from __future__ import annotations

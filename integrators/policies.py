@@ -3,11 +3,11 @@
 - ``euclidean``: x + dx, fused over each contiguous run of Euclidean states.
 - ``quaternion``: 4 stored, 3-component increment applied as q <- normalize(q) * exp(dx) (body
   frame), exactly MuJoCo's ``mju_quatIntegrate``; stays unit without renormalisation drift.
-- ``quaternion_highorder``: 4-component increment added as an ordinary vector (stage values are
+- ``quaternion_qdot``: 4-component increment added as an ordinary vector (stage values are
   not normalised); ``project`` normalises after the step.
 
 Multi-stage methods on ``quaternion`` states feed the tableau dexp^-1-corrected stage derivatives
-(RKMK, ``lie.py``); that, not the highorder policy, is what MuJoCo C 4.0's RK4 does.
+(RKMK, ``lie.py``); that, not the quaternion_qdot policy, is what MuJoCo C 4.0's RK4 does.
 
 All functions take flat ``(n,)`` buffers (vmap for batches) and a static ``StateLayout``; the
 loops below run over layout records at trace time only.
@@ -36,10 +36,10 @@ def apply_increment(layout: StateLayout, x, dx):
 
 
 def project(layout: StateLayout, x):
-    """Project after a full step: normalise ``quaternion_highorder`` states."""
+    """Project after a full step: normalise ``quaternion_qdot`` states."""
     out = x
     for r in layout.special:
-        if r.update == "quaternion_highorder":
+        if r.update == "quaternion_qdot":
             out = out.at[r.value_slice].set(quat_normalize(x[r.value_slice]))
     return out
 

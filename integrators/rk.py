@@ -3,10 +3,10 @@
 One generic stepper runs any ``Tableau``. Stage ``i`` builds its candidate from the step-entry
 state ``x0`` and the stage derivatives, ``X_i = x0 (+) h sum_j a_ij k_j``, where ``(+)`` is each
 state's update policy (``policies.apply_increment``: one fused add per run of adjacent Euclidean
-states, exp map for ``quaternion`` states, plain addition for ``quaternion_highorder``), and
+states, exp map for ``quaternion`` states, plain addition for ``quaternion_qdot``), and
 evaluates ``scene.dynamics`` there. Stages 1..s-1 run in a ``lax.fori_loop``, so a method costs one
 traced ``dynamics`` (one ``mjx.forward``) in the compiled program whatever its stage count. After
-the final combination ``policies.project`` normalises ``quaternion_highorder`` states and
+the final combination ``policies.project`` normalises ``quaternion_qdot`` states and
 ``scene.project`` (if the scene has one; MjScene clamps limited activations) runs.
 
 A scene is anything with ``.layout`` (a ``StateLayout``) and ``.dynamics(t, x, ctrl)`` returning the
@@ -37,7 +37,7 @@ Transform = Callable  # (layout, stage increment, stage derivative) -> derivativ
 # -- the generic stepper --------------------------------------------------------------------------
 
 def finish_step(scene, x):
-    """Projections after a full step: normalise quaternion_highorder states, then the scene's own."""
+    """Projections after a full step: normalise quaternion_qdot states, then the scene's own."""
     x = policies.project(scene.layout, x)
     proj = getattr(scene, "project", None)
     return proj(x) if callable(proj) else x
@@ -218,7 +218,7 @@ def _position_blocks(layout: StateLayout, pairs) -> tuple[tuple[slice, slice, sl
     blocks = []
     for pos, vel in pairs:
         rp, rv = layout[pos], layout[vel]
-        if rp.update == "quaternion_highorder":
+        if rp.update == "quaternion_qdot":
             continue
         d0, v0, w0, n = rp.deriv_offset, rv.offset, rv.deriv_offset, rp.deriv_size
         if blocks and all(blocks[-1][i] + blocks[-1][3] == o for i, o in enumerate((d0, v0, w0))):
@@ -233,7 +233,7 @@ def semi_implicit_update(scene, x, h, k):
 
     Velocity, activation and extra states: ``x + h k``. Each position state of ``scene.second_order``
     moves with its velocity's new value (``quaternion``: exp map of ``h v_new``;
-    ``quaternion_highorder``: ``h q_dot(q, v_new)``, then normalised); then ``finish_step``.
+    ``quaternion_qdot``: ``h q_dot(q, v_new)``, then normalised); then ``finish_step``.
     """
     layout = scene.layout
     pairs = second_order_pairs(scene)
@@ -243,7 +243,7 @@ def semi_implicit_update(scene, x, h, k):
         kpos = kpos.at[dsl].set(x[vsl] + h * k[wsl])
     for pos, vel in pairs:
         rp, rv = layout[pos], layout[vel]
-        if rp.update == "quaternion_highorder":
+        if rp.update == "quaternion_qdot":
             v = x[rv.value_slice] + h * k[rv.deriv_slice]
             kpos = kpos.at[rp.deriv_slice].set(policies.quat_dot(x[rp.value_slice], v))
     return finish_step(scene, policies.apply_increment(layout, x, h * kpos))
@@ -256,7 +256,7 @@ class SemiImplicitEuler:
     The derivative comes from ``scene.euler_dynamics(t, x, h, ctrl)`` when the scene has it (MuJoCo's
     implicit joint damping), else ``scene.dynamics``. Velocity, activation and extra states take the
     plain Euler update ``x + h k``; each position state then moves with its velocity's new value
-    (``quaternion``: exp map of ``h v_new``; ``quaternion_highorder``: ``h q_dot(q, v_new)``, then
+    (``quaternion``: exp map of ``h v_new``; ``quaternion_qdot``: ``h q_dot(q, v_new)``, then
     normalised). All derivatives are evaluated at the step-entry state, so this equals MuJoCo's
     mj_advance order (act, then qvel, then qpos).
     """

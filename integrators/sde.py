@@ -170,7 +170,7 @@ def apply_sde(layout: StateLayout, x, drift_dx, noise):
 
     Euclidean: x + drift + Σ noise (gathers from index arrays, summed in packed order).
     ``quaternion``: q ⊗ exp(drift), then ⊗ exp(δ_k) for each local source k in state-local order
-    (rotations do not commute, so the order is part of the method). ``quaternion_highorder``: the
+    (rotations do not commute, so the order is part of the method). ``quaternion_qdot``: the
     3-vector tangent sum δ becomes the 4-component ½ q ⊗ [0, δ] added to the drift (q the value
     being moved); the step's final ``project`` normalises it.
     """

@@ -21,7 +21,21 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-UPDATE_KINDS = ("euclidean", "quaternion", "quaternion_highorder")
+UPDATE_KINDS = ("euclidean", "quaternion", "quaternion_qdot")
+# Old names that still work, with a DeprecationWarning: "quaternion_highorder" was not higher order.
+DEPRECATED_UPDATES = {"quaternion_highorder": "quaternion_qdot"}
+
+
+def canonical_update(kind: str, stacklevel: int = 3) -> str:
+    """``kind`` with a deprecated name replaced by its current one (warning once per call site)."""
+    if kind in DEPRECATED_UPDATES:
+        import warnings
+
+        new = DEPRECATED_UPDATES[kind]
+        warnings.warn(f"update kind {kind!r} is deprecated (it is not higher order); use {new!r}",
+                      DeprecationWarning, stacklevel=stacklevel)
+        return new
+    return kind
 ERROR_CONTROLS = ("state", "component")
 
 
@@ -52,7 +66,7 @@ class StateSpec:
     tangent one noise source moves; ``noise_count``: local noise sources; ``error_control``: adaptive
     error norm over the whole state (``"state"``) or per component (``"component"``); ``update``:
     ``"euclidean"`` (x + h k), ``"quaternion"`` (exp-map of a 3-vector drift) or
-    ``"quaternion_highorder"`` (4-component q-dot, normalised after the step).
+    ``"quaternion_qdot"`` (4-component q-dot, normalised after the step).
     """
 
     shape: tuple[int, ...]
@@ -64,6 +78,7 @@ class StateSpec:
 
     def __post_init__(self):
         shape = _shape(self.shape, "shape")
+        object.__setattr__(self, "update", canonical_update(self.update, stacklevel=4))
         if self.update not in UPDATE_KINDS:
             raise StateError(f"update must be one of {UPDATE_KINDS}, got {self.update!r}")
         if self.error_control not in ERROR_CONTROLS:

@@ -65,7 +65,7 @@ def mjx_free_file(tmp_path_factory):
     from mjharness.rollout import rollout
 
     path = str(tmp_path_factory.mktemp("cc") / "free.h5")
-    scene = MjScene(load_scene(FREE_XML), quaternion_update="quaternion_highorder")
+    scene = MjScene(load_scene(FREE_XML), quaternion_update="quaternion_qdot")
     x0 = _x0_free(np.random.default_rng(3), 2)
     rollout(scene, RK4(), dt=1e-3, steps=10_000, x0=x0, record_every=10, out=path, progress=False, keep=False)
     return path

@@ -28,7 +28,7 @@ ADAPTIVE = [BogackiShampine, RKF45, DormandPrince]
 
 # -- error estimate and error ratio ---------------------------------------------------------------
 
-@pytest.mark.parametrize("policy", ["quaternion", "quaternion_highorder"])
+@pytest.mark.parametrize("policy", ["quaternion", "quaternion_qdot"])
 @pytest.mark.parametrize("cls", ADAPTIVE, ids=lambda c: c.name)
 def test_embedded_error_estimate_order(cls, policy):
     """|x_high - x_low| of one step scales as h^(order_low + 1)."""
@@ -122,7 +122,7 @@ def test_tolerance_precedence_changes_the_run():
 
 # -- achieved accuracy ------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("policy", ["quaternion", "quaternion_highorder"])
+@pytest.mark.parametrize("policy", ["quaternion", "quaternion_qdot"])
 @pytest.mark.parametrize("cls", ADAPTIVE, ids=lambda c: c.name)
 def test_reaches_requested_rtol_toy(cls, policy):
     scene = ToyRigidBody(update=policy)

@@ -182,7 +182,7 @@ def _runner(scene):
 
 @pytest.fixture(scope="module")
 def brick_hi():
-    scene = MjScene("brick", quaternion_update="quaternion_highorder")
+    scene = MjScene("brick", quaternion_update="quaternion_qdot")
     return scene, _runner(scene)
 
 
@@ -219,10 +219,10 @@ def test_convergence_order_double_pendulum(pendulum, tab):
     assert np.all(np.abs(p - tab.order) <= 0.2), (tab.name, p, d)
 
 
-@pytest.mark.parametrize("policy", ["quaternion_highorder", "quaternion"])
+@pytest.mark.parametrize("policy", ["quaternion_qdot", "quaternion"])
 @pytest.mark.parametrize("tab", FIXED, ids=lambda t: t.name)
 def test_convergence_order_brick(brick_hi, brick_exp, policy, tab):
-    scene, run = brick_hi if policy == "quaternion_highorder" else brick_exp
+    scene, run = brick_hi if policy == "quaternion_qdot" else brick_exp
     ns = np.array([100, 200, 400, 800]) * (8 if tab.order == 1 else 1)
     p, d = _orders(scene, run, tab, ns, 1.0)
     print(f"brick/{policy} {tab.name}: orders {np.round(p, 3)}, diffs {d}")
@@ -260,7 +260,7 @@ OMEGAS = np.array([[0.2, 3.0, 0.1], [-0.2, 3.0, -0.1], [0.3, -1.0, 2.0], [-2.0, 
 def brick_runs(brick_hi, brick_exp):
     """RK4, h = 1 ms, 10 s, four initial body rates (both tumbling regimes), both policies."""
     out = {}
-    for key, (scene, run) in (("quaternion_highorder", brick_hi), ("quaternion", brick_exp)):
+    for key, (scene, run) in (("quaternion_qdot", brick_hi), ("quaternion", brick_exp)):
         x0 = np.stack([scene.reset({"brick/angvel": w}, keyframe=0) for w in OMEGAS])
         a, b, c = tb.RK4.padded(4)
         xs = np.asarray(run(a, b, c, True, x0, np.full(4, 1e-3), np.full(4, 10_000 // N_REC)))
@@ -268,7 +268,7 @@ def brick_runs(brick_hi, brick_exp):
     return out
 
 
-@pytest.mark.parametrize("policy", ["quaternion_highorder", "quaternion"])
+@pytest.mark.parametrize("policy", ["quaternion_qdot", "quaternion"])
 def test_brick_rk4_vs_analytic_and_conservation(brick_runs, policy):
     scene, x0, xs = brick_runs[policy]
     m = scene.model
@@ -339,7 +339,7 @@ def test_angular_momentum_drift_ours_mjx_and_c(brick_runs, record_property):
 
     row = {"mujoco_c_rk4": drift(c_traj), "mjx_rungekutta4": drift(mjx_traj)}
     gap = {"mjx_rungekutta4": np.abs(mjx_traj[:, :7] - c_traj[:, :7])[:N_REC // 2].max()}
-    for policy in ("quaternion", "quaternion_highorder"):
+    for policy in ("quaternion", "quaternion_qdot"):
         xs = brick_runs[policy][2][0]  # world 0 starts at the keyframe
         row[f"ours_rk4_{policy}"] = drift(xs)
         gap[f"ours_rk4_{policy}"] = np.abs(xs[:N_REC // 2, :7] - c_traj[:N_REC // 2, :7]).max()
@@ -350,14 +350,14 @@ def test_angular_momentum_drift_ours_mjx_and_c(brick_runs, record_property):
     for k, v in gap.items():
         record_property(f"qpos_gap_5s_{k}", float(v))
     # Ours holds MuJoCo C's accuracy on MJX data (C: ~1e-12 here).
-    for policy in ("quaternion", "quaternion_highorder"):
+    for policy in ("quaternion", "quaternion_qdot"):
         assert row[f"ours_rk4_{policy}"] <= max(10 * row["mujoco_c_rk4"], 1e-11)
     assert gap["ours_rk4_quaternion"] <= 1e-9  # RKMK stages: C's RK4 itself
 
 
 # -- the Crouch–Grossman Lie-group method -----------------------------------------------------------
 
-@pytest.mark.parametrize("policy", ["quaternion", "quaternion_highorder"])
+@pytest.mark.parametrize("policy", ["quaternion", "quaternion_qdot"])
 def test_crouch_grossman3_order_and_unit_quaternion(policy):
     scene = ToyRigidBody(update=policy)
     w0 = np.array([0.4, 2.0, -1.0])

@@ -89,7 +89,7 @@ def test_free_and_ball_state_names_and_nq_ne_nv(scene_cache):
     assert s.joint_of("root/angvel") == "root" and s.joint_of("act") is None
     with pytest.raises(KeyError, match="no joint named 'elbow'; joints: root, hinge, ball, slide"):
         s.joint_slices("elbow")
-    ho = MjScene("mixed", quaternion_update="quaternion_highorder").layout
+    ho = MjScene("mixed", quaternion_update="quaternion_qdot").layout
     assert ho["root/quat"].deriv_size == 4 and ho.deriv_size == lay.deriv_size + 2
     with pytest.raises(StateError, match="quaternion_update must be one of"):
         MjScene("mixed", quaternion_update="euler")
@@ -166,7 +166,7 @@ def c_derivative(scene, d):
     return np.concatenate(pos + [d.qacc, d.act_dot])
 
 
-@pytest.mark.parametrize("name, policy", [("mixed", "quaternion"), ("mixed", "quaternion_highorder"),
+@pytest.mark.parametrize("name, policy", [("mixed", "quaternion"), ("mixed", "quaternion_qdot"),
                                           ("arm", "quaternion"), ("box_on_plane", "quaternion")])
 def test_dynamics_matches_mj_forward_batched(name, policy):
     scene = MjScene(name, quaternion_update=policy)

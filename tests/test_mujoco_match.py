@@ -4,7 +4,7 @@ SemiImplicitEuler on an exp-map (``quaternion``) scene must reproduce mj_step wi
 integrator (implicit joint damping included); RK4 on the same kind of scene (RKMK stages for the
 quaternions) must reproduce mj_step with integrator RK4. Contact-free scenes, 1000 steps, max
 |difference| in qpos/qvel <= 1e-9. The ball chain whips its last link at up to 16 rad/s: there
-RK4 on 4-component quaternion derivatives (``quaternion_highorder``) is 2.4e-8 away from C, RKMK
+RK4 on 4-component quaternion derivatives (``quaternion_qdot``) is 2.4e-8 away from C, RKMK
 is at rounding level.
 """
 

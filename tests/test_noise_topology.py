@@ -20,7 +20,7 @@ from mjharness.integrators.stochastic import EulerMaruyama
 # -- canonical slot assignment (hypothesis) ---------------------------------------------------------
 
 _KINDS = {"e1": ((1,), "euclidean"), "e3": ((3,), "euclidean"), "q": ((4,), "quaternion"),
-          "qh": ((4,), "quaternion_highorder")}
+          "qh": ((4,), "quaternion_qdot")}
 
 
 @st.composite

@@ -13,7 +13,7 @@ from mjharness.integrators import StateError, StateLayout, StateRegistry, StateS
 
 EUC = StateSpec((3,))
 QUAT = StateSpec((4,), update="quaternion")
-QUAT_HO = StateSpec((4,), update="quaternion_highorder")
+QUAT_HO = StateSpec((4,), update="quaternion_qdot")
 
 
 def _layout(*specs):
@@ -34,9 +34,9 @@ def test_spec_defaults_per_update_kind():
 
 @pytest.mark.parametrize("kwargs, match", [
     (dict(shape=(3,), update="quaternion"), r"quaternion state must have shape \(4,\)"),
-    (dict(shape=(4, 1), update="quaternion_highorder"), r"must have shape \(4,\)"),
+    (dict(shape=(4, 1), update="quaternion_qdot"), r"must have shape \(4,\)"),
     (dict(shape=(4,), update="quaternion", deriv_shape=(4,)), r"deriv_shape \(4,\) does not fit"),
-    (dict(shape=(4,), update="quaternion_highorder", deriv_shape=(3,)), r"deriv_shape \(3,\) does not fit"),
+    (dict(shape=(4,), update="quaternion_qdot", deriv_shape=(3,)), r"deriv_shape \(3,\) does not fit"),
     (dict(shape=(3,), deriv_shape=(2,)), r"deriv_shape \(2,\) does not fit"),
     (dict(shape=(3,), diffusion_shape=(4,)), r"diffusion_shape \(4,\) does not fit"),
     (dict(shape=(4,), update="quaternion", diffusion_shape=(4,)), r"diffusion_shape"),
@@ -188,3 +188,19 @@ def test_offsets_contiguous_disjoint_in_registration_order(specs):
     for u, v in zip(lay.runs, lay.runs[1:]):
         assert u.offset + u.size < v.offset  # something special separates them
     assert lay.diffusion_size == sum(s.noise_count * s.tangent_size for s in specs)
+
+
+def test_quaternion_highorder_is_a_deprecated_name_of_quaternion_qdot():
+    import warnings
+
+    from mjharness.adapters import MjScene
+
+    with pytest.warns(DeprecationWarning, match="quaternion_qdot"):
+        spec = StateSpec(shape=(4,), update="quaternion_highorder")
+    assert spec.update == "quaternion_qdot" and spec.deriv_shape == (4,)
+    with pytest.warns(DeprecationWarning):
+        sc = MjScene("ball_chain", quaternion_update="quaternion_highorder")
+    assert sc.quaternion_update == "quaternion_qdot"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert StateSpec(shape=(4,), update="quaternion_qdot").update == "quaternion_qdot"

@@ -266,7 +266,7 @@ def _quat_toy():
     reg = StateRegistry()
     reg.register("p", StateSpec((2,), noise_count=1), model="m")
     reg.register("q", StateSpec((4,), update="quaternion", noise_count=2), model="m")
-    reg.register("r", StateSpec((4,), update="quaternion_highorder", noise_count=2), model="m")
+    reg.register("r", StateSpec((4,), update="quaternion_qdot", noise_count=2), model="m")
     reg.share_noise([("q", 1), ("p", 0)])
     layout = reg.finalize()
     a, b = np.array([0.3, -0.2, 0.5]), np.array([-0.1, 0.4, 0.2])
@@ -313,7 +313,7 @@ def test_quaternion_noise_through_policy():
     assert np.abs(swapped.as_quat(scalar_first=True) - x1[layout["q"].value_slice]).max() > 1e-5
     # shared slot: p moved by the very increment q's second source used
     assert x1[layout["p"].value_slice].tolist() == [wq[1], wq[1]]
-    # quaternion_highorder: q + h q̇ + ½ q ⊗ [0, δ], normalised; agrees with the exp map to O(|δ|²).
+    # quaternion_qdot: q + h q̇ + ½ q ⊗ [0, δ], normalised; agrees with the exp map to O(|δ|²).
     q0 = x0[layout["r"].value_slice]
     wr = [float(dW[s]) for s in layout["r"].noise_slots]
     tangent = h * omega + a * wr[0] + b * wr[1]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 DEFAULT_SCENE = "box_on_plane"
 MJX_MODES = ("adapt", "strict")
-QUATERNION_UPDATES = ("quaternion", "quaternion_highorder")
+QUATERNION_UPDATES = ("quaternion", "quaternion_qdot")
 
 
 def scene_label(scene) -> str:
