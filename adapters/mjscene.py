@@ -105,6 +105,9 @@ def _mujoco_specs(model: mujoco.MjModel, quaternion_update: str) -> list[tuple[s
 def _put_model(model: mujoco.MjModel, source: str):
     # Our own checks first, so a model that skipped load_scene still gets every reason at once.
     compat.require_mjx_compatible(model, source)
+    # A raw MjModel skipped load_scene's abstract trace of mjx.forward; one that came through it has its
+    # verdict cached. Refuse (SceneError with a code), do not adapt: self.model serves MuJoCo C as well.
+    compat.check_mjx_trace(model, source, adapt=False)
     try:
         return mjx.put_model(model)
     except NotImplementedError as e:  # MJX names only the first problem; load_scene checks all first

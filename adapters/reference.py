@@ -26,8 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from mjharness.integrators.rotations import quat_dot, quat_integrate, quat_normalize, quat_to_mat
-
-from . import settings  # noqa: F401  (float64 before any array exists)
+from mjharness.scenes import settings  # noqa: F401  (float64 before any array exists)
 
 __all__ = [
     "SpatialInertia", "FreeJointState", "RigidBody", "InertiaError", "MassError", "NonFiniteInertiaError",

@@ -1,7 +1,7 @@
 """Model-independent integration layer: state registry, update policies, integrators, their contracts.
 
 Nothing here imports the rest of mjharness, and nothing here changes process-wide settings
-(float64 and XLA flags are set by ``mjharness.adapters.settings``).
+(float64 and XLA flags are set by ``mjharness.scenes.settings``).
 """
 
 from .adaptive import RKF45, BogackiShampine, DormandPrince, EmbeddedRK

@@ -1,6 +1,6 @@
 """A disk cache of *traced* chunk functions (``jax.export``), so a second process skips tracing too.
 
-JAX's persistent compilation cache (on by default, ``adapters/settings.py``) skips the XLA compile
+JAX's persistent compilation cache (on by default, ``scenes/settings.py``) skips the XLA compile
 of a function it has seen, but every new process still traces and lowers it: for a rollout chunk
 that is ``mjx.forward`` inside two scans and a vmap, seconds to tens of seconds on a small CPU, most
 of what the cache leaves. Here the lowered chunk function is serialized with ``jax.export`` under a
@@ -32,7 +32,7 @@ import time as _time
 import jax
 import numpy as np
 
-from mjharness.adapters.settings import export_dir
+from mjharness.scenes.settings import export_dir
 
 __all__ = ["compile_cached", "chunk_key", "source_digest"]
 

@@ -36,9 +36,10 @@ _VERDICTS: dict[str, dict | None] = {}  # verdict key -> trace_forward's result,
 
 def _settings():
     # The trace starts JAX's backend (MJX asks jax.default_backend() while building data), so mjharness's
-    # process settings (float64, XLA:CPU flags, compile cache; applied when mjharness.adapters is
-    # imported) must be in effect now, or they come too late. Imported at call time: no import cycle.
-    return importlib.import_module("mjharness.adapters.settings")
+    # process settings (float64, XLA:CPU flags, compile cache; also applied when mjharness.adapters is
+    # imported) must be in effect now, or they come too late. Imported at call time: loading a scene
+    # without tracing it needs no JAX.
+    return importlib.import_module("mjharness.scenes.settings")
 
 
 def _jax():

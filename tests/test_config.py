@@ -1,4 +1,4 @@
-"""Process-wide settings applied on import of ``mjharness.adapters`` (adapters/settings.py)."""
+"""Process-wide settings applied on import of ``mjharness.adapters`` (scenes/settings.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 
 import jax
 
-from mjharness.adapters import settings
+from mjharness.scenes import settings
 
 
 def _run(code: str, cwd=None, **env) -> subprocess.CompletedProcess:
@@ -45,8 +45,8 @@ def test_the_integrators_layer_changes_no_global_setting():
 
 
 def test_float32_and_cache_dirs_from_the_environment(tmp_path):
-    code = ("import jax, mjharness.adapters as a; "
-            "print(jax.config.jax_enable_x64, jax.config.jax_compilation_cache_dir, a.settings.export_dir())")
+    code = ("import jax, mjharness.adapters, mjharness.scenes.settings as s; "
+            "print(jax.config.jax_enable_x64, jax.config.jax_compilation_cache_dir, s.export_dir())")
     p = _run(code, MJHARNESS_X64="0", MJHARNESS_CACHE_DIR=str(tmp_path / "c"))
     assert p.stdout.split() == ["False", str(tmp_path / "c"), str(tmp_path / "c" / "exported")], p.stderr[-2000:]
     assert (tmp_path / "c").is_dir()

@@ -9,7 +9,7 @@ from .report import load_average, machine_info, targets, write_json
 __all__ = ["DEFAULT_SCENES", "SCALING", "FULL_PLAN", "plan_cells", "run_bench"]
 
 # Scene size from 1 to 27 dof: a pendulum, a 12-hinge chain (deep body tree, no contact), a humanoid
-# with contacts. (The chain needs adapters/settings.XLA_CPU_FLAG: XLA:CPU's newer fusion emitters
+# with contacts. (The chain needs scenes/settings.XLA_CPU_FLAG: XLA:CPU's newer fusion emitters
 # make MJX kinematics exponential in tree depth, 10-25 s per step of one 12-hinge world.)
 DEFAULT_SCENES = ("bench_pendulum", "bench_chain12", "humanoid")
 

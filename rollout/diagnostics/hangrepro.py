@@ -38,7 +38,7 @@ from jax._src import xla_bridge
 from jax.sharding import AxisType, NamedSharding, PartitionSpec
 from mujoco import mjx
 
-import mjharness.adapters.settings  # noqa: F401 - float64, the XLA:CPU flag and the caches, as users get them
+import mjharness.scenes.settings  # noqa: F401 - float64, the XLA:CPU flag and the caches, as users get them
 from mjharness.scenes import load_scene
 
 from .watchdog import DeviceStallError, Watchdog
@@ -71,7 +71,7 @@ def _configure(dtype, devices, xla_flags, no_async, no_cache) -> None:
     # XLA reads XLA_FLAGS when its backend starts (the first array), which happens after this.
     if xla_flags:
         os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + xla_flags).strip()
-    # mjharness.adapters.settings already applied the environment's width and cache on import: say
+    # mjharness.scenes.settings already applied the environment's width and cache on import: say
     # width and cache again so the run is the one asked for.
     jax.config.update("jax_enable_x64", dtype == "float64")
     if no_cache:

@@ -1,4 +1,8 @@
-"""Process-wide JAX/XLA settings, applied once when ``mjharness.adapters`` is imported (before any array).
+"""Process-wide JAX/XLA settings, applied once when ``mjharness.adapters`` (or ``.rollout``) is imported,
+or when ``load_scene`` first traces MJX: before any array exists.
+
+They live in the bottom layer so that the scene loader's MJX trace check can apply them without
+importing upward; ``mjharness.scenes`` itself does not import JAX until a trace is asked for.
 
 - float64 by default (``MJHARNESS_X64=0`` for float32): MuJoCo C is float64, and the cross-checks
   against it are at 1e-12.
