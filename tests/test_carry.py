@@ -138,6 +138,14 @@ def test_carry_is_in_the_file_and_resume_is_bit_identical(tmp_path):
         rows = [r for r in f.h5["layout"][:] if r["update"].decode() == "carry"]
         assert [r["name"].decode() for r in rows] == ["qacc_warmstart"]
         assert f.h5.attrs["integrator_source"] == "scene"
+        # The file reproduces its model: MuJoCo C replaying world 0 from /x0 with the file's model gives the
+        # same numbers as with the model that ran, so /qpos is reproduced as well as the run itself.
+        x0_file, model_file = f.x0[0], f.model()
+        qpos_file = f.qpos[:, 0]
+    replay = c_trajectory(model_file, x0_file, 60)[4::5, :sc.nq]
+    assert np.array_equal(replay, c_trajectory(sc.model, x0, 60)[4::5, :sc.nq])
+    assert np.abs(replay - qpos_file).max() <= max(1e-12, 10 * np.abs(
+        raw_mjx_trajectory(sc.model, x0, 60)[4::5, :sc.nq] - replay).max())
 
 
 def test_implicit_scene_integrator_is_refused_with_the_reason():
