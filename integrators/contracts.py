@@ -27,6 +27,7 @@ traceback from inside a trace.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
@@ -129,8 +130,6 @@ def integrator_carry_spec(integ, scene) -> dict[str, tuple[int, ...]]:
 def accepts_carry(integ) -> bool:
     """Whether ``integ``'s step/advance takes ``carry=`` (a user's integrator may predate the carry: it
     then runs with cold scene evaluations, as before)."""
-    import inspect
-
     fn = getattr(integ, "advance" if getattr(integ, "is_adaptive", False) else "step", None)
     try:
         params = inspect.signature(fn).parameters

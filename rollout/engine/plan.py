@@ -23,7 +23,7 @@ import mujoco
 import numpy as np
 
 from mjharness.adapters import MjScene
-from mjharness.integrators import ContractError, StateLayout, check_pair, integrator_kind, resolve_integrator
+from mjharness.integrators import ContractError, StateLayout, check_pair, resolve_integrator
 from mjharness.integrators.contracts import accepts_carry, integrator_carry_spec, scene_carry_spec
 from mjharness.scenes import load_scene, scene_info
 
@@ -388,7 +388,7 @@ def make_plan(scene, integrator, *, dt, steps, batch, x0, ctrl, seed, record_eve
     attrs = _attrs(scene, integ, dt=dt, steps=steps, record_every=record_every, B=B, seed=seed, t0=t0, chunk=chunk,
                    perturb=perturb, ctrl_attr=_ctrl_attr(ctrl_mode, ctrl_arr, ctrl_fn),
                    integ_source="argument" if integrator is not None else "scene")
-    plan = Plan(scene=scene, integ=integ, kind=kind or integrator_kind(integ), dt=dt, steps=steps,
+    plan = Plan(scene=scene, integ=integ, kind=kind, dt=dt, steps=steps,
                 record_every=record_every, samples=steps // record_every, chunk=chunk, x0=x0, carry0=carry0,
                 carry_spec=carry_spec, seed=seed, ctrl_mode=ctrl_mode, ctrl=ctrl_arr, ctrl_fn=ctrl_fn,
                 params=params, devices=devs, out=out, t0=float(t0), attrs=attrs)
