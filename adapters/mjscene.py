@@ -23,6 +23,7 @@ import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import jax
 import jax.numpy as jnp
 import mujoco
 import numpy as np
@@ -32,11 +33,13 @@ from mjharness.integrators import ContractError, StateError, StateLayout, StateR
 from mjharness.integrators.digest import tree_digest
 from mjharness.integrators.policies import quat_dot
 from mjharness.integrators.state import canonical_update
-from mjharness.scenes import SceneError, compat, load_scene, scene_info
+from mjharness.scenes import SceneError, compat, load_scene, parse_spec, scene_info
 
+from . import mujoco_backend as _host
 from . import noise as _noise
 
 QUATERNION_UPDATES = ("quaternion", "quaternion_qdot")
+BACKENDS = ("mjx", "mujoco", "warp")
 # MuJoCo's <option integrator> -> the registry name of ours that reproduces it.
 SCENE_INTEGRATORS = {int(mujoco.mjtIntegrator.mjINT_EULER): "semi_implicit_euler",
                      int(mujoco.mjtIntegrator.mjINT_RK4): "rk4",
@@ -102,14 +105,38 @@ def _mujoco_specs(model: mujoco.MjModel, quaternion_update: str) -> list[tuple[s
     return pos + vel + act
 
 
-def _put_model(model: mujoco.MjModel, source: str):
+def _load_native(src) -> mujoco.MjModel:
+    """Compile for MuJoCo C as given: no MJX checks, no adaptation (MuJoCo C runs what it compiles)."""
+    if isinstance(src, mujoco.MjModel):
+        return src
+    spec, source = parse_spec(src)
+    try:
+        return spec.compile()
+    except Exception as e:
+        raise SceneError(source, str(e).strip(), codes=("MJCF_COMPILE_FAILED",)) from None
+
+
+def _put_model(model: mujoco.MjModel, source: str, backend: str = "mjx"):
+    if backend == "mujoco":
+        return None  # MuJoCo C evaluates: no MJX model, no MJX trace check
+    if backend == "warp":
+        try:
+            import mujoco_warp  # noqa: F401  (the optional extra: pip install "mjharness[warp]")
+        except ImportError:
+            raise _host.BackendError("backend='warp' needs the mujoco-warp and warp-lang packages: "
+                                     "pip install 'mjharness[warp]'") from None
+        try:
+            return mjx.put_model(model, impl="warp")
+        except (NotImplementedError, ValueError) as e:
+            raise SceneError(source, f"MJX (impl='warp') cannot run this model: {e}") from None
     # Our own checks first, so a model that skipped load_scene still gets every reason at once.
     compat.require_mjx_compatible(model, source)
     # A raw MjModel skipped load_scene's abstract trace of mjx.forward; one that came through it has its
     # verdict cached. Refuse (SceneError with a code), do not adapt: self.model serves MuJoCo C as well.
     compat.check_mjx_trace(model, source, adapt=False)
     try:
-        return mjx.put_model(model)
+        # This process's device: after jax.distributed.initialize, jax.devices()[0] (MJX's default) is process 0's.
+        return mjx.put_model(model, device=jax.local_devices()[0])
     except NotImplementedError as e:  # MJX names only the first problem; load_scene checks all first
         raise SceneError(source, f"MJX cannot run this model: {e}") from None
 
@@ -125,13 +152,21 @@ class MjScene:
     The layout is finalized on first use of ``layout``; ``add_state`` must come before that.
     """
 
-    def __init__(self, model, quaternion_update: str = "quaternion"):
+    def __init__(self, model, quaternion_update: str = "quaternion", backend: str = "mjx", threads: int | None = None):
         quaternion_update = canonical_update(quaternion_update)
         if quaternion_update not in QUATERNION_UPDATES:
             raise StateError(f"quaternion_update must be one of {QUATERNION_UPDATES}, got {quaternion_update!r}")
-        self.model = load_scene(model) if not isinstance(model, mujoco.MjModel) else model
+        if backend not in BACKENDS:
+            raise _host.BackendError(f"backend must be one of {BACKENDS}, got {backend!r}")
+        if threads is not None and backend != "mujoco":
+            raise _host.BackendError(f"threads= applies to backend='mujoco' only (backend is {backend!r})")
+        self.backend = backend
+        if backend == "mujoco":
+            self.model = _load_native(model)
+        else:
+            self.model = load_scene(model) if not isinstance(model, mujoco.MjModel) else model
         self.quaternion_update = quaternion_update
-        self.mjx_model = _put_model(self.model, scene_info(self.model).source)
+        self.mjx_model = _put_model(self.model, scene_info(self.model).source, backend)
         self.data = mujoco.MjData(self.model)  # runtime values: the default state and controls
         self.joints = joint_states(self.model)
         # The registry groups states by model (noise slots, tolerance overrides): the MuJoCo states
@@ -142,7 +177,10 @@ class MjScene:
             self.registry.register(name, spec, model=self.name)
         self._extras: dict[str, tuple[Callable, np.ndarray]] = {}
         # Built eagerly: created lazily inside a jit/vmap trace it would leak tracers.
-        self._template = mjx.put_data(self.model, self.data)
+        self._template = (None if backend == "mujoco" else
+                          mjx.put_data(self.model, self.data, device=jax.local_devices()[0]))
+        self._host = _host.HostPool(self.model, self.data, threads) if backend == "mujoco" else None
+        self._host_fns = {}
 
     # -- registration ---------------------------------------------------------------------------
     def add_state(self, prefix: str, name: str, spec: StateSpec, derivative_fn: Callable,
@@ -157,6 +195,7 @@ class MjScene:
         """
         if not isinstance(prefix, str) or not prefix or not isinstance(name, str) or not name:
             raise StateError(f"add_state needs non-empty prefix and name, got {prefix!r}, {name!r}")
+        self._require_mjx(f"add_state({prefix!r}, {name!r}) (its derivative_fn reads MJX data)")
         full = f"{prefix}/{name}"
         if not callable(derivative_fn):
             raise StateError(f"state {full!r}: derivative_fn must be callable")
@@ -276,8 +315,14 @@ class MjScene:
             x = np.broadcast_to(x, (batch, x.size)).copy()
         return self.layout.reset(values or {}, base=x)
 
+    def _require_mjx(self, what: str) -> None:
+        if self.backend == "mujoco":
+            raise _host.BackendError(f"{what} needs MJX data; this MjScene has backend='mujoco' (MuJoCo C): "
+                                     f"use backend='mjx'")
+
     def to_mjx(self, x, data=None):
         """Write a (batched) value buffer into MJX data (qpos, qvel, act)."""
+        self._require_mjx("to_mjx")
         data = self._template if data is None else data
         x = jnp.asarray(x)  # a NumPy buffer works outside jit too
         upd = dict(qpos=x[..., self.qpos_segment], qvel=x[..., self.qvel_segment])
@@ -302,6 +347,7 @@ class MjScene:
     # -- dynamics -------------------------------------------------------------------------------
     def with_model(self, mjx_model) -> MjScene:
         """Shallow copy evaluating with another MJX model (e.g. one world's randomized parameters)."""
+        self._require_mjx("with_model (per-world model parameters)")
         other = copy.copy(self)
         other.mjx_model = mjx_model
         return other
@@ -312,6 +358,7 @@ class MjScene:
         ``qacc_warmstart``: the constraint solver's warm start (MuJoCo keeps it in ``mjData`` between
         steps); None = the cold start of fresh data (zeros).
         """
+        self._require_mjx("forward (MJX data)")
         d = self.to_mjx(x).replace(time=jnp.asarray(t, dtype=self._template.time.dtype))
         if ctrl is not None:
             d = d.replace(ctrl=jnp.asarray(ctrl, dtype=d.ctrl.dtype).reshape(d.ctrl.shape))
@@ -330,9 +377,29 @@ class MjScene:
         """The cold carry: zeros, as in fresh ``MjData`` (and ``mjx.make_data``)."""
         return {"qacc_warmstart": np.zeros(self.model.nv)}
 
-    def _evaluate(self, t, x, ctrl, carry):
+    def _evaluate(self, t, x, ctrl, carry, mode="forward", h=0.0):
         ws = None if carry is None else carry["qacc_warmstart"]
+        if self.backend == "mujoco":
+            return self._host_evaluate(mode, t, x, ctrl, ws, h)
         return self.forward(t, x, ctrl, qacc_warmstart=ws)
+
+    def _host_evaluate(self, mode, t, x, ctrl, ws, h):
+        """MuJoCo C at this stage (one world; vmap makes it one batched host call): ``HostData``."""
+        fn = self._host_fns.get(mode)
+        if fn is None:
+            fn = self._host_fns[mode] = _host.make_evaluator(self._host, mode)
+        m = self.model
+        ctrl = self.data.ctrl if ctrl is None else ctrl
+        ws = np.zeros(m.nv) if ws is None else ws
+        f64 = jnp.float64
+        out = fn(jnp.asarray(t, f64), jnp.asarray(x, f64)[:m.nq + m.nv + m.na],
+                 jnp.reshape(jnp.asarray(ctrl, f64), (m.nu,)), jnp.asarray(ws, f64), jnp.asarray(h, f64))
+        return _host.HostData(out, m.nv, m.na)
+
+    @staticmethod
+    def _qacc(d):
+        """The acceleration an evaluation hands the integrator (host data carries the mode's own)."""
+        return d.qacc_used if isinstance(d, _host.HostData) else d.qacc
 
     @staticmethod
     def _with_carry(out, d, carry):
@@ -371,7 +438,7 @@ class MjScene:
         ``(derivative, {"qacc_warmstart": qacc})`` is returned.
         """
         d = self._evaluate(t, x, ctrl, carry)
-        return self._with_carry(self._derivative(t, x, d, d.qacc), d, carry)
+        return self._with_carry(self._derivative(t, x, d, self._qacc(d)), d, carry)
 
     def euler_dynamics(self, t, x, h, ctrl=None, *, carry=None):
         """Like ``dynamics``, with MuJoCo's Euler implicit joint damping at step ``h``.
@@ -379,6 +446,9 @@ class MjScene:
         MuJoCo's Euler integrator (unless ``eulerdamp`` is disabled) solves
         (M + h diag(dof_damping)) qacc = qfrc_smooth + qfrc_constraint instead of using qacc.
         """
+        if self.backend == "mujoco":  # mj_Euler's own damped solve
+            d = self._evaluate(t, x, ctrl, carry, mode="euler", h=h)
+            return self._with_carry(self._derivative(t, x, d, d.qacc_used), d, carry)
         d = self._evaluate(t, x, ctrl, carry)
         qacc = d.qacc
         if not (self.model.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_EULERDAMP) and np.any(
@@ -404,6 +474,9 @@ class MjScene:
         FILTEREXACT activations get the rate whose Euler step is mj_advance's exact filter step.
         The carry proposal is the forward qacc, which MuJoCo saves as the next warm start.
         """
+        if self.backend == "mujoco":  # mj_implicit's own factorisation and activation update
+            d = self._evaluate(t, x, ctrl, carry, mode="implicit", h=h)
+            return self._with_carry(self._derivative(t, x, d, d.qacc_used), d, carry)
         from . import implicit as _implicit  # MJX internals: only scenes stepped implicitly need them
 
         why = _implicit.unsupported(self.mjx_model)
@@ -449,7 +522,7 @@ class MjScene:
                       f"{diff[1][0]!r} {diff[1][1].shape}/{diff[1][1].update}" if diff else
                       f"{len(old)} states before, {len(new)} after")
             raise StateError(f"recompile: the new model's state layout differs ({detail})")
-        mjx_model = _put_model(new_model, scene_info(new_model).source)
+        mjx_model = _put_model(new_model, scene_info(new_model).source, self.backend)
         data = mujoco.MjData(new_model)
         for f in ("qpos", "qvel", "act", "ctrl", "qacc_warmstart", "mocap_pos", "mocap_quat", "userdata"):
             src, dst = getattr(self.data, f), getattr(data, f)
@@ -457,17 +530,22 @@ class MjScene:
                 dst[:] = src
         data.time = self.data.time
         mujoco.mj_forward(new_model, data)
-        template = mjx.put_data(new_model, data)
+        template = None if self.backend == "mujoco" else mjx.put_data(new_model, data, device=jax.local_devices()[0])
         self.model, self.mjx_model, self.data, self._template = new_model, mjx_model, data, template
+        if self.backend == "mujoco":
+            self._host = _host.HostPool(new_model, data, self._host.threads)
+            self._host_fns = {}
         self.joints = joint_states(new_model)
 
     # -- noise (stochastic scenes; implemented in adapters/noise.py) -----------------------------
     def add_joint_noise(self, joint: str, sigma):
         """Generalized-force noise σ dW on every dof of ``joint``: velocity diffusion M(q)⁻¹ b σ."""
+        self._require_mjx("add_joint_noise")
         return _noise.add_joint_noise(self, joint, sigma)
 
     def add_body_noise(self, body: str, force_sigma=0.0, torque_sigma=0.0):
         """Wrench noise on ``body``: world-axis force at its COM and world-axis torque, via J_bodyᵀ."""
+        self._require_mjx("add_body_noise")
         return _noise.add_body_noise(self, body, force_sigma, torque_sigma)
 
     def diffusion(self, t, x, ctrl=None):
@@ -497,12 +575,16 @@ class MjScene:
         mjb = np.zeros(mujoco.mj_sizeModel(self.model), np.uint8)
         mujoco.mj_saveModel(self.model, None, mjb)
         h.update(mjb.tobytes())
-        tree_digest(h, self.mjx_model)
-        tree_digest(h, self._template)
-        h.update(f"{type(self).__qualname__}|{self.quaternion_update}|{self.layout!r}|".encode())
+        if self.backend != "mujoco":
+            tree_digest(h, self.mjx_model)
+            tree_digest(h, self._template)
+        else:  # the host evaluation reads the scene's data (applied forces, mocap) copied into its pool
+            for f in ("ctrl", "qfrc_applied", "xfrc_applied", "mocap_pos", "mocap_quat", "userdata"):
+                h.update(np.ascontiguousarray(getattr(self.data, f)).tobytes())
+        h.update(f"{type(self).__qualname__}|{self.backend}|{self.quaternion_update}|{self.layout!r}|".encode())
         h.update(repr(_noise.scene_noise(self).sources).encode())
         return h.hexdigest()
 
     def __repr__(self):
         return (f"MjScene(nq={self.nq}, nv={self.nv}, nu={self.nu}, na={self.na}, states={len(self.registry.names)}, "
-                f"quaternion_update={self.quaternion_update!r})")
+                f"quaternion_update={self.quaternion_update!r}, backend={self.backend!r})")

@@ -135,6 +135,7 @@ class StateRecord:
     # One entry per local noise source, in state-local order.
     noise_slots: tuple[int, ...] = ()
     diffusion_offsets: tuple[int, ...] = ()
+    group: str = ""  # the noise-slot grouping key (``register(group=...)``; the model unless overridden)
 
     @property
     def value_slice(self) -> slice:
@@ -335,6 +336,7 @@ class StateRegistry:
     def __init__(self):
         self._specs: dict[str, StateSpec] = {}
         self._models: dict[str, str] = {}
+        self._groups: dict[str, str] = {}
         self._shared: list[tuple[tuple[str, int], ...]] = []
         self._layout: StateLayout | None = None
 
@@ -346,8 +348,11 @@ class StateRegistry:
         if self._layout is not None:
             raise StateError(f"cannot {what}: the registry is finalized")
 
-    def register(self, name: str, spec: StateSpec, model: str = "") -> str:
-        """Declare state ``name``; ``model`` groups states for canonical noise-slot numbering."""
+    def register(self, name: str, spec: StateSpec, model: str = "", group: str | None = None) -> str:
+        """Declare state ``name``; ``model`` groups states for canonical noise-slot numbering.
+
+        ``group`` (default ``model``) overrides that grouping only: a ``System`` keeps each member's own
+        sub-model order with it, so a member's noise slots stay in its own canonical order."""
         self._check_open(f"register {name!r}")
         if not isinstance(name, str) or not name:
             raise StateError(f"a state name must be a non-empty string, got {name!r}")
@@ -357,6 +362,7 @@ class StateRegistry:
             raise StateError(f"state {name!r} is already registered")
         self._specs[name] = spec
         self._models[name] = model
+        self._groups[name] = model if group is None else group
         return name
 
     def __contains__(self, name: str) -> bool:
@@ -404,11 +410,11 @@ class StateRegistry:
     def finalize(self) -> StateLayout:
         """Allocate the buffers; a second call returns the same layout."""
         if self._layout is None:
-            self._layout = _build_layout(self._specs, self._models, self._shared)
+            self._layout = _build_layout(self._specs, self._models, self._shared, self._groups)
         return self._layout
 
 
-def _build_layout(specs, models, shared) -> StateLayout:
+def _build_layout(specs, models, shared, groups=None) -> StateLayout:
     # Values and derivatives: registration order.
     partial, off, doff = [], 0, 0
     for i, (name, spec) in enumerate(specs.items()):
@@ -418,9 +424,10 @@ def _build_layout(specs, models, shared) -> StateLayout:
 
     # Global noise slots: models in integration (first-registration) order, states by name within a
     # model, local sources in order; shared endpoints merged with union-find.
-    model_order = list(dict.fromkeys(models[n] for n in specs))
+    groups = models if groups is None else groups
+    model_order = list(dict.fromkeys(groups[n] for n in specs))
     canonical = [(name, j) for m in model_order
-                 for name in sorted(n for n in specs if models[n] == m)
+                 for name in sorted(n for n in specs if groups[n] == m)
                  for j in range(specs[name].noise_count)]
     parent = {ep: ep for ep in canonical}
 
@@ -454,7 +461,8 @@ def _build_layout(specs, models, shared) -> StateLayout:
         StateRecord(name=name, spec=spec, model=models[name], index=i, offset=o, size=spec.size,
                     deriv_offset=d, deriv_size=spec.deriv_size,
                     noise_slots=tuple(slot[(name, j)] for j in range(spec.noise_count)),
-                    diffusion_offsets=tuple(diff_off[(name, j)] for j in range(spec.noise_count)))
+                    diffusion_offsets=tuple(diff_off[(name, j)] for j in range(spec.noise_count)),
+                    group=groups[name])
         for name, spec, i, o, d in partial)
 
     runs, cur = [], None

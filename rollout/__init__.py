@@ -1,8 +1,8 @@
 """Batched rollouts (the engine), the HDF5 format, verification, benchmarks and the CLI."""
 
-from .engine import RolloutError, RolloutResult, initial_states, rollout
+from .engine import RolloutError, RolloutResult, initial_states, rollout, simulate
 from .h5 import RolloutFile, RolloutFileError, open_rollout
 from .verify import crosscheck
 
-__all__ = ["rollout", "RolloutResult", "RolloutError", "open_rollout", "RolloutFile", "RolloutFileError",
-           "initial_states", "crosscheck"]
+__all__ = ["rollout", "simulate", "RolloutResult", "RolloutError", "open_rollout", "RolloutFile",
+           "RolloutFileError", "initial_states", "crosscheck"]

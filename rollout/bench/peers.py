@@ -43,6 +43,8 @@ __all__ = ["RAW_PEERS", "ENGINE_PEERS", "DEFAULT_PEERS", "REFERENCE", "NATIVE", 
 
 RAW_PEERS = ("mjx_step", "mjx_forward", "mujoco_rollout")
 ENGINE_PEERS = ("rollout", "rollout_h5")
+OUTPUT_PEERS = ("rollout_outputs",)  # rollout() recording outputs (bench/outputs.py)
+BACKEND_PEERS = ("backend_mujoco", "backend_warp")  # rollout() on another dynamics backend (bench/backends.py)
 # The default selection: every raw and engine peer, and the two integrators the targets compare.
 DEFAULT_PEERS = ("mjx_step", "mjx_forward", "semi_implicit_euler", "rk4", "mujoco_rollout", "rollout", "rollout_h5")
 REFERENCE = "mjx_step"
@@ -61,7 +63,7 @@ def _integrators() -> dict:
 
 def peer_names() -> tuple[str, ...]:
     """Every peer a cell can run: the raw and engine peers, then the registered integrators."""
-    fixed = RAW_PEERS + ENGINE_PEERS
+    fixed = RAW_PEERS + ENGINE_PEERS + OUTPUT_PEERS + BACKEND_PEERS
     return fixed + tuple(n for n in sorted(_integrators()) if n not in fixed)
 
 
@@ -216,7 +218,7 @@ def _setup_native(scene, x0, steps, nthread=None) -> Peer:
 # -- through rollout() ------------------------------------------------------------------------------
 
 def _engine_peer(name, scene, x0, *, integ, dt, steps, record_every, sample, chained, clock, extra,
-                 chunk=None, out=None) -> Peer:
+                 chunk=None, out=None, outputs=None) -> Peer:
     """A peer whose call is one ``rollout()`` of ``steps`` steps from the state (x, t0).
 
     ``sample``: which recorded sample of the warm-up call is the state after the cell's steps (the
@@ -234,7 +236,7 @@ def _engine_peer(name, scene, x0, *, integ, dt, steps, record_every, sample, cha
         x, t0 = state
         t = time.perf_counter()
         r = rollout(scene, integ, dt=dt, steps=steps, x0=x, t0=t0, record_every=record_every, chunk=chunk,
-                    out=out, overwrite=True, progress=False, keep=out is None)
+                    out=out, overwrite=True, progress=False, keep=out is None, outputs=outputs)
         wall = time.perf_counter() - t
         stats.append(r.stats)
         if not firsts:
@@ -292,6 +294,15 @@ def setup_peer(name, scene, x0, *, steps, dt, record_every=10, nthread=None, run
         return _setup_mjx(scene, x0, steps, name)
     if name == NATIVE:
         return _setup_native(scene, x0, steps, nthread)
+    if name in BACKEND_PEERS:
+        from .backends import setup_backend_peer
+
+        return setup_backend_peer(name, scene, x0, steps=steps, dt=dt, nthread=nthread)
+    if name in OUTPUT_PEERS:
+        from .outputs import setup_outputs_peer
+
+        return setup_outputs_peer(name, scene, x0, steps=steps, dt=dt, record_every=record_every,
+                                  run_steps=run_steps or steps)
     if name in ENGINE_PEERS:
         return _setup_engine(name, scene, x0, steps=steps, dt=dt, record_every=record_every,
                              run_steps=run_steps or steps, out=out if name == "rollout_h5" else None)

@@ -61,7 +61,10 @@ def is_user_error(e: BaseException) -> bool:
 def user_message(e: BaseException) -> str:
     if isinstance(e, KeyError) and len(e.args) == 1 and isinstance(e.args[0], str):
         return e.args[0]  # str(KeyError) quotes its message
-    return str(e)
+    msg = str(e)
+    if type(e).__name__ == "SceneError" and "MJX" in msg and "--backend" not in msg:
+        msg += " (MuJoCo C runs models MJX refuses: try --backend mujoco)"
+    return msg
 
 
 def origin(e: BaseException) -> tuple[str, object]:

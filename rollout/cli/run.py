@@ -47,6 +47,9 @@ def add_parser(sub) -> None:
     p.add_argument("--chunk", type=int, help=f"steps per compiled call; device memory holds one chunk of samples "
                                              f"(default {DEFAULTS['chunk']})")
     p.add_argument("--compression", choices=("none", "gzip", "lzf"), default="none", help="HDF5 compression")
+    p.add_argument("--backend", choices=("mjx", "mujoco", "warp"), default="mjx",
+                   help="dynamics evaluation: mjx (default), mujoco (MuJoCo C on CPU threads; runs models MJX "
+                        "refuses; not differentiable), warp (MJX impl='warp', needs mjharness[warp])")
     p.add_argument("--mjx", choices=MJX_MODES, default="adapt",
                    help="adapt: apply and log MJX substitutions; strict: refuse models MJX cannot run")
     p.add_argument("--quaternion-update", choices=QUATERNION_UPDATES,
@@ -54,6 +57,14 @@ def add_parser(sub) -> None:
     p.add_argument("--devices", type=int, help="number of devices to shard the batch over (default all)")
     p.add_argument("--watchdog-s", type=float, help="stall limit per chunk in seconds (0 = off)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--outputs", nargs="+", metavar="NAME", help="recorded outputs: sensordata, sensor:<name>, xpos, "
+                   "site_xpos, cfrc_ext, energy, contact_force, ... (file: /outputs/<name>)")
+    p.add_argument("--output-semantics", choices=("live", "sampled"), default="live",
+                   help="live: at the recorded state; sampled: at the state before the last step (mj_step's)")
+    p.add_argument("--local-processes", type=int, metavar="N",
+                   help="run as N processes on this machine (JAX distributed runtime, one shard file each)")
+    p.add_argument("--distributed", action="store_true",
+                   help="this is one process of a multi-process run (MJHARNESS_* or cluster environment variables)")
     p.set_defaults(func=command, subject=subject)
 
 
@@ -139,14 +150,19 @@ def command(args) -> int:
         return 0
     if args.dt is not None and not (math.isfinite(args.dt) and args.dt > 0):
         raise CliError(f"--dt must be > 0, got {args.dt}")
+    if args.local_processes or args.distributed:
+        from . import launch
+
+        return launch.launch_local(args) if args.local_processes else launch.run_distributed(args)
     s = _resume_settings(args) if args.resume else _fresh_settings(args)
-    scene = resolve_scene(s["scene"], mjx=args.mjx, quaternion_update=s["quaternion_update"])
+    scene = resolve_scene(s["scene"], mjx=args.mjx, quaternion_update=s["quaternion_update"],
+                          backend=getattr(args, "backend", "mjx"))
     print(_header(s, scene), file=sys.stderr)
     r = rollout(scene, s["integrator"], dt=s["dt"], steps=s["steps"], batch=s["batch"], seed=s["seed"],
                 record_every=s["record_every"], out=s["out"], overwrite=args.overwrite, resume=args.resume,
                 chunk=s["chunk"], perturb=args.perturb, compression=None if args.compression == "none" else
                 args.compression, devices=args.devices, watchdog_s=args.watchdog_s, progress=not args.no_progress,
-                keep=False)
+                keep=False, outputs=args.outputs, output_semantics=args.output_semantics)
     _summary(r)
     return 0
 

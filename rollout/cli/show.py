@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import os
 
+import numpy as np
+
 from .common import print_layout
 from .errors import CliError
 
@@ -19,7 +21,9 @@ def add_parser(sub) -> None:
     p = sub.add_parser("show", help="print a rollout file's attributes and layout; plot states",
                        description="Print the attributes, datasets and state layout of FILE; --plot draws states.")
     p.add_argument("file")
-    p.add_argument("--plot", nargs="+", metavar="STATE", help="state names (see the layout) or qpos / qvel / x")
+    p.add_argument("--plot", nargs="+", metavar="STATE",
+                   help="state names (see the layout), qpos / qvel / x, or recorded outputs: sensor:<name>, "
+                   "<output> or <output>:<object> (xpos:<body>)")
     p.add_argument("--world", nargs="+", type=int, default=None,
                    help=f"worlds to plot (default: up to {MAX_PLOTTED_WORLDS})")
     p.add_argument("--png", help="output PNG (default FILE with .png)")
@@ -68,11 +72,46 @@ def _series(f, names) -> list:
         if name in ("qpos", "qvel", "x"):
             if name != "x" and name not in f.h5:
                 raise CliError(f"{f.path}: no /{name} in this file")
-            out.append((name, getattr(f, name)))
+            out.append((name, getattr(f, name), None))
+        elif name.startswith("sensor:") or name in f.output_names or name.split(":")[0] in f.output_names:
+            v = _output_series(f, name)
+            out.append((name, v, _component_labels(f, name, v.shape[2])))
         else:
             v = f.state(name)  # KeyError naming the state and the layout: a user error
-            out.append((name, v.reshape(v.shape[:2] + (-1,))))
+            out.append((name, v.reshape(v.shape[:2] + (-1,)), None))
     return out
+
+
+def _component_labels(f, name, n: int) -> list | None:
+    """The output's last dimension scale (``x y z``, sensor columns), when it labels the plotted columns."""
+    ds = f.h5["outputs"].get(name.split(":")[0] if ":" in name and name not in f.output_names else name)
+    if ds is None or ds.ndim < 3 or not len(ds.dims[ds.ndim - 1]):
+        return None
+    labels = [x.decode() if isinstance(x, bytes) else str(x) for x in ds.dims[ds.ndim - 1][0][()]]
+    return labels if len(labels) == n else None
+
+
+def _output_series(f, name) -> np.ndarray:
+    """``sensor:<name>``, a recorded output ``<field>``, or one row of it ``<field>:<object>`` (xpos:<body>)."""
+    if name.startswith("sensor:"):
+        if name in f.output_names:
+            v = f.output(name)
+        else:
+            try:
+                v = f.sensor(name[7:])
+            except KeyError as e:
+                raise CliError(str(e.args[0])) from None
+    elif name in f.output_names:
+        v = f.output(name)
+    else:
+        field, obj = name.split(":", 1)
+        ds = f.h5["outputs"][field]
+        labels = [x.decode() if isinstance(x, bytes) else str(x) for x in ds.dims[2][0][()]] if \
+            len(ds.dims[2]) else []
+        if obj not in labels:
+            raise CliError(f"{f.path}: output {field!r} has no row {obj!r} (rows: {labels})")
+        v = f.output(field)[:, :, labels.index(obj)]
+    return v.reshape(v.shape[:2] + (-1,))
 
 
 def _plot(f, names, worlds, png) -> None:
@@ -89,11 +128,11 @@ def _plot(f, names, worlds, png) -> None:
     series = _series(f, names)
     t = f.time
     fig, axes = plt.subplots(len(series), 1, figsize=(8, 2.6 * len(series)), sharex=True, squeeze=False)
-    for ax, (name, v) in zip(axes[:, 0], series):
+    for ax, (name, v, comps) in zip(axes[:, 0], series):
         legend = len(worlds) * v.shape[2] <= MAX_LEGEND
         for w in worlds:
             for c in range(v.shape[2]):
-                ax.plot(t, v[:, w, c], lw=0.8, label=f"w{w}[{c}]" if legend else None)
+                ax.plot(t, v[:, w, c], lw=0.8, label=f"w{w}[{comps[c] if comps else c}]" if legend else None)
         ax.set_ylabel(name)
         if legend:
             ax.legend(fontsize=6, ncol=4)

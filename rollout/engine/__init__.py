@@ -8,19 +8,25 @@ the compiled function that advances the batch by one chunk of steps (named pytre
 
 from __future__ import annotations
 
+import jax
+
+from .distributed import DistributedError, distributed_rollout, initialize
 from .plan import RolloutError, initial_states, integrator_config, make_plan, resolve_scene
 from .results import RolloutResult
 from .run import execute
+from .simulate import simulate
 
-__all__ = ["rollout", "RolloutResult", "RolloutError", "resolve_scene", "initial_states", "integrator_config"]
+__all__ = ["rollout", "simulate", "initialize", "distributed_rollout", "DistributedError",
+           "RolloutResult", "RolloutError", "resolve_scene", "initial_states",
+           "integrator_config"]
 
 
 def rollout(scene, integrator=None, *, dt: float | None = None, steps: int, batch: int | None = None, x0=None,
             ctrl=None, seed: int = 0, record_every: int = 1, out=None, progress: bool = True, chunk: int | None = None,
             overwrite: bool = False, resume=None, model_params: dict | None = None, compression=None,
             perturb: float = 0.01, devices=None, watchdog_s: float | None = None, keep: bool = True,
-            t0: float = 0.0, mjx: str = "adapt", quaternion_update: str = "quaternion", carry: dict | None = None
-            ) -> RolloutResult:
+            t0: float = 0.0, mjx: str = "adapt", quaternion_update: str = "quaternion", carry: dict | None = None,
+            outputs=None, output_semantics: str = "live") -> RolloutResult:
     """Roll ``scene`` out for ``batch`` worlds and ``steps`` steps of ``dt`` with ``integrator``.
 
     scene: an ``MjScene`` (or any model with ``.layout``/``.dynamics``), an ``MjModel``, a path, an
@@ -50,10 +56,27 @@ def rollout(scene, integrator=None, *, dt: float | None = None, steps: int, batc
     step beside ``x``, are saved in the file's ``/carry`` and are in ``result.carry`` after the run.
     ``carry``: the initial carry (e.g. the previous run's ``result.carry``, with ``x0=result.x[-1]`` and
     ``t0=result.time[-1]``, to continue a run in memory); None = cold.
+    outputs: recorded MuJoCo quantities (``adapters.outputs``): "sensordata", "sensor:<name>", "xpos",
+        "site_xpos", "cfrc_ext", "energy", "contact_force", ...; ``result.outputs[name]`` (T, B, ...),
+        in the file ``/outputs/<name>``. ``output_semantics``: "live" (at the recorded state, after the
+        step) or "sampled" (at the state before the last step, what ``mj_step`` leaves in mjData).
+
+    Multi-process (after ``jax.distributed.initialize`` / ``initialize()``, ``jax.process_count() > 1``):
+    the same call on every process; needs ``out``; each process streams its worlds to
+    ``<out>.p<k>-of-<N>.h5`` and process 0 joins them into ``out`` (``engine.distributed``).
     """
+    if jax.process_count() > 1:  # launched as N processes (jax.distributed.initialize): this one's worlds
+        return distributed_rollout(scene, integrator, dt=dt, steps=steps, batch=batch, x0=x0, ctrl=ctrl, seed=seed,
+                                   record_every=record_every, out=resume if resume is not None else out,
+                                   chunk=chunk, overwrite=overwrite, resume=resume is not None,
+                                   model_params=model_params, compression=compression, perturb=perturb,
+                                   devices=devices, watchdog_s=watchdog_s, t0=t0, mjx=mjx, progress=progress,
+                                   quaternion_update=quaternion_update, carry=carry, outputs=outputs,
+                                   output_semantics=output_semantics)
     plan = make_plan(scene, integrator, dt=dt, steps=steps, batch=batch, x0=x0, ctrl=ctrl, seed=seed,
                      record_every=record_every, out=out, chunk=chunk, overwrite=overwrite, resume=resume,
                      model_params=model_params, devices=devices, keep=keep, t0=t0, mjx=mjx,
-                     quaternion_update=quaternion_update, perturb=perturb, carry=carry)
+                     quaternion_update=quaternion_update, perturb=perturb, carry=carry,
+                     outputs=outputs, output_semantics=output_semantics)
     return execute(plan, progress=progress, compression=compression, watchdog_s=watchdog_s, keep=keep,
                    resume=resume is not None)

@@ -57,6 +57,7 @@ class ChunkOutput(NamedTuple):
     state: WorldState    # after the chunk
     xs: Any              # (S, B, n) the state after each recorded step
     carries: dict        # name -> (S, B, *shape): the carry after each recorded step
+    outputs: dict = {}   # name -> (S, B, *shape): recorded outputs (adapters.outputs), {} when none
 
 
 for _t in (WorldState, StepConstants, ChunkInput, ChunkOutput):  # so jax.export can (de)serialize them
@@ -79,6 +80,21 @@ class ChunkStatic:
     n: int
     nu: int
     devices: tuple
+    outputs: tuple = ()      # adapters.outputs.OutputSpec rows; () = none (the chunk is as without outputs)
+    semantics: str = "live"  # "live" | "sampled"
+
+
+def _outputs_batched(scene, st: ChunkStatic):
+    """(x, carry, t, u, params) batched over worlds -> {name: (B, ...)}: the outputs of every world."""
+    from mjharness.adapters.outputs import evaluate_outputs
+
+    names = [p for p, _ in st.params]
+
+    def world(x, carry, t, u, params):
+        sc = scene.with_model(scene.mjx_model.tree_replace(dict(zip(names, params)))) if names else scene
+        return evaluate_outputs(sc, st.outputs, t, x, u, carry)
+
+    return jax.vmap(world, in_axes=(0, 0, None, 0 if st.ctrl_mode == "array" else None, 0))
 
 
 def _advance_world(scene, st: ChunkStatic):
@@ -95,6 +111,8 @@ def _advance_world(scene, st: ChunkStatic):
         elif mode == "none":
             u = None
         kw = {"carry": carry} if threaded else {}  # integrators without a carry are called as before
+        if callable(getattr(sc, "pre_step", None)):  # a System's per-model pre-step hooks
+            x = sc.pre_step(t, x)
         code = jnp.int8(0)
         if kind == "fixed":
             out = integ.step(sc, t, x, c.dt, ctrl=u, **kw)
@@ -119,6 +137,13 @@ def _advance_world(scene, st: ChunkStatic):
     return jax.vmap(world, in_axes=(0, 0, 0, 0, None, None, 0, u_axis, 0))
 
 
+def _ctrl_at(st: ChunkStatic, u, t, x):
+    """The controls an output evaluation sees: the last step's (array), the policy's at (t, x) (callable)."""
+    if st.ctrl_mode == "callable":
+        return jax.vmap(st.ctrl_fn, in_axes=(None, 0))(t, x)
+    return u if st.ctrl_mode == "array" else None
+
+
 def chunk_fn(scene, st: ChunkStatic):
     """The Python function of one chunk for the whole batch: ``(WorldState, ChunkInput) -> ChunkOutput``."""
     batched = _advance_world(scene, st)
@@ -136,8 +161,24 @@ def chunk_fn(scene, st: ChunkStatic):
             s, _ = jax.lax.scan(step, s, ks_us)
             return s, (s.x, s.carry)
 
-        state, (xs, carries) = jax.lax.scan(sample, state, (ks, us))
-        return ChunkOutput(state=state, xs=xs, carries=carries)
+        if not st.outputs:
+            state, (xs, carries) = jax.lax.scan(sample, state, (ks, us))
+            return ChunkOutput(state=state, xs=xs, carries=carries)
+
+        def sample_out(s: WorldState, ks_us):
+            kr, ur = ks_us
+            s, _ = jax.lax.scan(step, s, (kr[:-1], ur[:-1]))  # all but the last step
+            pre = s
+            s, _ = step(s, (kr[-1], ur[-1]))
+            k_eval = kr[-1] if st.semantics == "sampled" else kr[-1] + 1
+            at = pre if st.semantics == "sampled" else s
+            t = inp.consts.t0 + k_eval * inp.consts.dt
+            u = _ctrl_at(st, ur[-1], t, at.x)
+            return s, (s.x, s.carry, evaluate(at.x, at.carry, t, u, inp.params))
+
+        evaluate = _outputs_batched(scene, st)
+        state, (xs, carries, outs) = jax.lax.scan(sample_out, state, (ks, us))
+        return ChunkOutput(state=state, xs=xs, carries=carries, outputs=outs)
 
     return chunk
 
@@ -154,7 +195,8 @@ def shardings(st: ChunkStatic):
     state = WorldState(x=b0, carry=carry0, status=b0, status_step=b0)
     inp = ChunkInput(k0=rep, consts=StepConstants(rep, rep, rep, rep), wids=b0,
                      ctrl=b1 if st.ctrl_mode == "array" else rep, params=tuple(b0 for _ in st.params))
-    out = ChunkOutput(state=state, xs=b1, carries={name: b1 for name, _ in st.carry})
+    out = ChunkOutput(state=state, xs=b1, carries={name: b1 for name, _ in st.carry},
+                      outputs={o.name: b1 for o in st.outputs})
     return (state, inp), out
 
 
@@ -178,7 +220,8 @@ def compiled_chunk(scene, st: ChunkStatic, args: tuple[WorldState, ChunkInput]):
     key = None
     if st.ctrl_mode != "callable":  # a ctrl callable's code cannot be keyed
         key = cache.chunk_key(scene, st.integ, (st.kind, st.ctrl_mode, st.params, st.carry, st.samples,
-                                                st.record_every, st.batch, st.n, st.nu), args)
+                                                st.record_every, st.batch, st.n, st.nu)
+                                + ((st.outputs, st.semantics) if st.outputs else ()), args)
     compiled, dt, t_lower, source = cache.compile_cached(chunk_fn(scene, st), args, in_shardings=ins,
                                                          out_shardings=outs, donate_argnums=(0,), key=key)
     if per_scene is not None:

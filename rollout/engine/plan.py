@@ -60,14 +60,23 @@ class Plan:
     t0: float
     start_step: int = 0
     attrs: dict = field(default_factory=dict)
+    world_offset: int = 0    # global index of world 0 (a process's shard of a multi-process run)
+    outputs: tuple = ()      # adapters.outputs.OutputSpec rows (recorded outputs)
+    output_semantics: str = "live"
 
 
 # -- resolving the scene and the integrator ------------------------------------------------------
 
-def resolve_scene(scene, *, mjx: str = "adapt", quaternion_update: str = "quaternion"):
+def resolve_scene(scene, *, mjx: str = "adapt", quaternion_update: str = "quaternion", backend: str = "mjx"):
     """An ``MjScene`` (or any model with ``.layout`` and ``.dynamics``) from a scene, MjModel, path or name."""
     if hasattr(scene, "layout") and hasattr(scene, "dynamics"):
         return scene
+    if backend != "mjx":  # MuJoCo C / Warp load the model themselves (no MJX adaptation for C)
+        return MjScene(scene, quaternion_update=quaternion_update, backend=backend)
+    if isinstance(scene, (str, os.PathLike)) and str(scene).endswith((".toml", ".json")):
+        from mjharness.adapters.system import system_from_spec  # a System spec file (adapters/system.py)
+
+        return system_from_spec(scene)
     if not isinstance(scene, mujoco.MjModel):
         scene = load_scene(scene, mjx=mjx)
     return MjScene(scene, quaternion_update=quaternion_update)
@@ -302,7 +311,16 @@ def _attrs(scene, integ, *, dt, steps, record_every, B, seed, t0, chunk, perturb
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"), t0=float(t0), chunk=chunk,
         perturb=float(perturb), ctrl=ctrl_attr,
         scene=scene_info(model).source if model is not None else type(scene).__name__,
-        quaternion_update=str(getattr(scene, "quaternion_update", "")), x64=bool(jax.config.jax_enable_x64))
+        quaternion_update=str(getattr(scene, "quaternion_update", "")), x64=bool(jax.config.jax_enable_x64),
+        **_system_attrs(scene))
+
+
+def _system_attrs(scene) -> dict:
+    """A ``System`` (adapters/system.py) records its members, order and couplings; /model is its first MjScene's."""
+    describe = getattr(scene, "describe", None)
+    if not (hasattr(scene, "members") and callable(describe)):
+        return {}
+    return {"system": json.dumps(describe()), "model_note": "/model is the first MjScene member of the system"}
 
 
 def _chunk_steps(chunk, steps: int, record_every: int) -> int:
@@ -343,8 +361,26 @@ def check_carry(carry, carry_spec, carry0: dict) -> dict:
     return out
 
 
+def check_outputs(scene, outputs, semantics) -> tuple:
+    """The recorded outputs' table (adapters.outputs), checked against the model before any compile."""
+    from mjharness.adapters.outputs import SEMANTICS, OutputError, parse_outputs
+
+    if semantics not in SEMANTICS:
+        raise RolloutError(f"output_semantics must be one of {SEMANTICS}, got {semantics!r}")
+    if not outputs:
+        return ()
+    model = mujoco_model(scene)
+    if model is None or not hasattr(scene, "forward"):
+        raise RolloutError(f"outputs={tuple(outputs)!r} need a MuJoCo scene (MjScene); got {type(scene).__name__}")
+    try:
+        return parse_outputs(model, outputs)
+    except OutputError as e:
+        raise RolloutError(str(e)) from None
+
+
 def make_plan(scene, integrator, *, dt, steps, batch, x0, ctrl, seed, record_every, out, chunk, overwrite, resume,
-              model_params, devices, keep, t0, mjx, quaternion_update, perturb, carry=None) -> Plan:
+              model_params, devices, keep, t0, mjx, quaternion_update, perturb, carry=None, outputs=None,
+              output_semantics="live") -> Plan:
     steps = check_int("steps", steps, 1)
     record_every = check_int("record_every", record_every, 1)
     if record_every > steps:
@@ -363,6 +399,7 @@ def make_plan(scene, integrator, *, dt, steps, batch, x0, ctrl, seed, record_eve
     except ContractError as e:
         raise RolloutError(str(e)) from None
     dt = scene_timestep(scene, dt)
+    out_specs = check_outputs(scene, outputs, output_semantics)
     layout: StateLayout = scene.layout
     devs = check_devices(devices)
 
@@ -391,7 +428,11 @@ def make_plan(scene, integrator, *, dt, steps, batch, x0, ctrl, seed, record_eve
     plan = Plan(scene=scene, integ=integ, kind=kind, dt=dt, steps=steps,
                 record_every=record_every, samples=steps // record_every, chunk=chunk, x0=x0, carry0=carry0,
                 carry_spec=carry_spec, seed=seed, ctrl_mode=ctrl_mode, ctrl=ctrl_arr, ctrl_fn=ctrl_fn,
-                params=params, devices=devs, out=out, t0=float(t0), attrs=attrs)
+                params=params, devices=devs, out=out, t0=float(t0), attrs=attrs, outputs=out_specs,
+                output_semantics=output_semantics)
+    if out_specs:
+        attrs["outputs"] = ",".join(o.name for o in out_specs)
+        attrs["output_semantics"] = output_semantics
     if resume is not None:
         check_resume(plan)
     return plan
@@ -418,6 +459,9 @@ def check_resume(plan: Plan) -> None:
             continue  # a callable cannot be compared; the caller is trusted to pass the same one
         if k in a and a[k] != want[k]:
             bad.append(f"{k}: file {a[k]!r}, now {want[k]!r}")
+    for k in ("outputs", "output_semantics"):  # absent when nothing is recorded: "" on both sides then
+        if str(a.get(k, "")) != str(want.get(k, "")):
+            bad.append(f"{k}: file {str(a.get(k, ''))!r}, now {str(want.get(k, ''))!r}")
     if n_file != plan.scene.layout.size:
         bad.append(f"state size: file {n_file}, now {plan.scene.layout.size}")
     carry_now = [(name, int(np.prod(shape, dtype=np.int64))) for name, shape in plan.carry_spec]

@@ -13,13 +13,14 @@ class RolloutResult:
     ``.time`` (T,), ``.x`` (T, B, n), ``.qpos`` (T, B, nq), ``.qvel`` (T, B, nv), ``.state(name)``,
     ``.status`` (B,) (``mjharness.integrators.Status`` codes), ``.status_step`` (B,) (-1 when ok),
     ``.x0`` (B, n), ``.carry`` (dict name -> (B, ...): the carried values after the last step),
-    ``.integrator`` (the integrator object that ran), ``.layout``, ``.path`` (the HDF5 file or None),
+    ``.integrator`` (the integrator object that ran), ``.outputs`` (name -> (T, B, ...) recorded outputs),
+    ``.layout``, ``.path`` (the HDF5 file or None),
     ``.stats`` (wall_s, compile_s, steps_per_s, world_steps_per_s, worlds_ok, worlds_failed,
     file_bytes, ...). With ``keep=False`` the trajectory is not held in memory: ``.x`` reads the file.
     """
 
     def __init__(self, *, time, x, status, status_step, x0, layout, qpos_segment, qvel_segment, path, stats,
-                 carry=None, integrator=None):
+                 carry=None, integrator=None, outputs=None, output_names=()):
         self.time = time
         self._x = x
         self.status = status
@@ -32,6 +33,18 @@ class RolloutResult:
         self.stats = stats
         self.carry = carry or {}
         self.integrator = integrator
+        self._outputs = outputs
+        self._output_names = tuple(output_names)
+
+    @property
+    def outputs(self) -> dict:
+        """Recorded outputs, name -> (T, B, ...) (``rollout(outputs=...)``); read from the file with keep=False."""
+        if self._outputs is None and self._output_names:
+            from mjharness.rollout.h5 import open_rollout
+
+            with open_rollout(self.path) as f:
+                return {name: f.output(name) for name in self._output_names}
+        return self._outputs or {}
 
     @property
     def x(self) -> np.ndarray:

@@ -13,6 +13,8 @@ import time as _time
 import jax
 import numpy as np
 
+from mjharness.adapters.outputs import output_attrs, sensor_table
+
 from .. import h5
 from .chunk import ChunkInput, ChunkStatic, StepConstants, WorldState, compiled_chunk, shardings
 from .plan import Plan, mujoco_model, nu_of
@@ -31,7 +33,8 @@ def _static(plan: Plan, Bp: int) -> ChunkStatic:
     return ChunkStatic(integ=plan.integ, kind=plan.kind, ctrl_mode=plan.ctrl_mode, ctrl_fn=plan.ctrl_fn,
                        params=tuple((k, v.shape[1:]) for k, v in plan.params.items()), carry=plan.carry_spec,
                        samples=plan.chunk // plan.record_every, record_every=plan.record_every, batch=Bp,
-                       n=plan.x0.shape[1], nu=nu_of(plan.scene), devices=plan.devices)
+                       n=plan.x0.shape[1], nu=nu_of(plan.scene), devices=plan.devices, outputs=plan.outputs,
+                       semantics=plan.output_semantics)
 
 
 def _start_state(plan: Plan, resume: bool):
@@ -74,7 +77,12 @@ def _file_spec(plan: Plan, T: int, S: int, compression) -> h5.FileSpec:
         qvel=getattr(scene, "qvel_segment", None), time_chunk=S, compression=compression,
         carry_layout=tuple((name, int(np.prod(shape, dtype=np.int64))) for name, shape in plan.carry_spec),
         carry0=_flat_carry({k: v[None] for k, v in plan.carry0.items()}, plan.carry_spec, 1, B)[0]
-        if plan.carry_spec else None)
+        if plan.carry_spec else None, outputs=_output_records(plan),
+        sensors=tuple(sensor_table(model)) if any(o.field == "sensordata" for o in plan.outputs) else ())
+
+
+def _output_records(plan: Plan) -> tuple:
+    return tuple((o.name, o.shape, output_attrs(o, plan.output_semantics), o.labels, o.comps) for o in plan.outputs)
 
 
 def _input_maker(plan: Plan, i_in: ChunkInput, Bp: int):
@@ -83,6 +91,7 @@ def _input_maker(plan: Plan, i_in: ChunkInput, Bp: int):
     B = plan.x0.shape[0]
     wids = np.arange(Bp, dtype=np.int64)
     wids[B:] = B - 1
+    wids += plan.world_offset  # global world index: noise streams do not depend on the process split
     wids_d = put(wids, i_in.wids)
     params = tuple(put(_pad(v, Bp), sh) for v, sh in zip(plan.params.values(), i_in.params))
     consts = StepConstants(put(np.float64(plan.t0), i_in.consts.t0), put(np.float64(plan.dt), i_in.consts.dt),
@@ -121,18 +130,23 @@ def _open_writer(plan: Plan, resume: bool, S: int, compression):
 
 
 def _memory(plan: Plan, keep: bool, resume: bool):
+    """(x (T, B, n), outputs {name: (T, B, ...)}) in memory, the resumed file's samples filled in."""
     if not keep:
-        return None
+        return None, None
     B, n = plan.x0.shape
     xs_mem = np.empty((plan.samples, B, n))
+    outs = {o.name: np.full((plan.samples, B) + o.shape, np.nan) for o in plan.outputs}
     j_start = plan.start_step // plan.record_every
     if resume and j_start > 0:
         with h5.open_rollout(plan.out) as f:
             xs_mem[:j_start] = f.h5["x"][:j_start]
-    return xs_mem
+            for name, v in outs.items():
+                v[:j_start] = f.h5["outputs"][name][:j_start]
+    return xs_mem, outs
 
 
-def _loop(plan: Plan, st: ChunkStatic, compiled, state, chunk_input, *, writer, xs_mem, guard, bar, host):
+def _loop(plan: Plan, st: ChunkStatic, compiled, state, chunk_input, *, writer, xs_mem, outs_mem, guard, bar,
+          host):
     """Run the chunks from ``plan.start_step``; returns the host (status, status_step, carry) at the end."""
     B = plan.x0.shape[0]
     T, R, S = plan.samples, plan.record_every, st.samples
@@ -146,15 +160,19 @@ def _loop(plan: Plan, st: ChunkStatic, compiled, state, chunk_input, *, writer, 
         j0 = k // R
         nvalid = max(0, min(S, T - j0))
         # One transfer per chunk.
-        xs, cs, st_h, sst_h, carry_h = jax.device_get((out.xs, out.carries, state.status, state.status_step,
-                                                       state.carry))
+        xs, cs, os_, st_h, sst_h, carry_h = jax.device_get((out.xs, out.carries, out.outputs, state.status,
+                                                            state.status_step, state.carry))
         xs, st_h, sst_h = xs[:nvalid, :B], st_h[:B], sst_h[:B]
+        os_ = {name: np.asarray(v)[:nvalid, :B] for name, v in os_.items()}
+        if outs_mem is not None:
+            for name, v in os_.items():
+                outs_mem[name][j0:j0 + nvalid] = v
         times = plan.t0 + (np.arange(j0, j0 + nvalid) + 1) * R * plan.dt
         if xs_mem is not None:
             xs_mem[j0:j0 + nvalid] = xs
         if writer is not None and nvalid:
             flat = _flat_carry(cs, plan.carry_spec, S, st.batch)
-            writer.put(j0, times, xs, st_h, sst_h, carry=None if flat is None else flat[:nvalid, :B])
+            writer.put(j0, times, xs, st_h, sst_h, carry=None if flat is None else flat[:nvalid, :B], outputs=os_)
         k_next = min(k + plan.chunk, plan.steps)
         if bar is not None:
             bar.update(k_next - k)
@@ -177,14 +195,14 @@ def execute(plan: Plan, *, progress, compression, watchdog_s, keep, resume) -> R
 
     # Only now (inputs checked, function compiled) does anything touch the disk.
     writer = _open_writer(plan, resume, st.samples, compression)
-    xs_mem = _memory(plan, keep, resume)
+    xs_mem, outs_mem = _memory(plan, keep, resume)
     guard = _watchdog(watchdog_s, scene, B)
     bar = _progress(progress, plan.steps, plan.start_step)
     t_run = _time.perf_counter()
     done = False
     try:
         status, status_step, carry = _loop(plan, st, compiled, state, chunk_input, writer=writer, xs_mem=xs_mem,
-                                           guard=guard, bar=bar, host=(status, status_step, carry))
+                                           outs_mem=outs_mem, guard=guard, bar=bar, host=(status, status_step, carry))
         done = True
     finally:
         if bar is not None:
@@ -204,7 +222,8 @@ def execute(plan: Plan, *, progress, compression, watchdog_s, keep, resume) -> R
                          status_step=status_step, x0=plan.x0, layout=scene.layout,
                          qpos_segment=getattr(scene, "qpos_segment", None),
                          qvel_segment=getattr(scene, "qvel_segment", None), path=plan.out, stats=stats,
-                         carry=carry, integrator=plan.integ)
+                         carry=carry, integrator=plan.integ, outputs=outs_mem,
+                         output_names=tuple(o.name for o in plan.outputs))
 
 
 def _watchdog(watchdog_s, scene, B):

@@ -73,6 +73,8 @@ class FileSpec:
     assets: dict = field(default_factory=dict)
     carry_layout: tuple = ()
     carry0: object = None       # (B, nc) array or dict name -> (B, ...); None when there is no carry
+    outputs: tuple = ()         # ((name, per-world shape, attrs dict, row labels, component labels), ...)
+    sensors: tuple = ()         # rows of adapters.outputs.sensor_table (written when "sensordata" is an output)
 
 
 def set_attr(f, key, value) -> None:

@@ -20,7 +20,7 @@ from mjharness.integrators import StateError, StateLayout, StateRegistry, StateS
 CARRY_UPDATE = "carry"
 
 _STR_FIELDS = ("name", "model", "joint", "update", "shape", "deriv_shape", "diffusion_shape", "error_control",
-               "noise_slots")
+               "noise_slots", "group")
 _INT_FIELDS = ("offset", "size", "deriv_offset", "deriv_size", "diffusion_offset", "diffusion_size", "noise_count")
 
 
@@ -116,22 +116,25 @@ def _state_rows(layout: StateLayout, joint_of=None) -> list[dict]:
                  diffusion_shape=_shape_str(r.spec.diffusion_shape), error_control=r.spec.error_control,
                  noise_slots=_shape_str(r.noise_slots), offset=r.offset, size=r.size, deriv_offset=r.deriv_offset,
                  deriv_size=r.deriv_size, diffusion_offset=r.diffusion_offsets[0] if r.diffusion_offsets else -1,
-                 diffusion_size=r.diffusion_size, noise_count=r.spec.noise_count)
+                 diffusion_size=r.diffusion_size, noise_count=r.spec.noise_count,
+                 group="" if r.group == r.model else r.group)
             for r in layout.records]
 
 
 def _carry_rows(carry_layout) -> list[dict]:
     return [dict(name=name, model="", joint="", update=CARRY_UPDATE, shape=_shape_str(shape), deriv_shape="",
                  diffusion_shape="", error_control="none", noise_slots="", offset=off, size=size, deriv_offset=-1,
-                 deriv_size=0, diffusion_offset=-1, diffusion_size=0, noise_count=0)
+                 deriv_size=0, diffusion_offset=-1, diffusion_size=0, noise_count=0, group="")
             for name, shape, off, size in _carry_slots(carry_layout)]
 
 
 def _table(rows: list[dict]) -> np.ndarray:
-    # Field order as in the first files: eight strings, the ints, then noise_slots.
+    # Field order as in the first files: eight strings, the ints, then noise_slots; ``group`` (a System's
+    # noise-slot grouping, see StateRegistry.register) only when some state has one.
     width = {f: max([len(row[f].encode()) for row in rows] + [1]) for f in _STR_FIELDS}
     dtype = np.dtype([(f, f"S{width[f]}") for f in _STR_FIELDS[:8]] + [(f, "<i8") for f in _INT_FIELDS]
-                     + [("noise_slots", f"S{width['noise_slots']}")])
+                     + [("noise_slots", f"S{width['noise_slots']}")]
+                     + ([("group", f"S{width['group']}")] if any(row["group"] for row in rows) else []))
     table = np.zeros(len(rows), dtype=dtype)
     for i, row in enumerate(rows):
         table[i] = tuple(row[f].encode() if f in _STR_FIELDS else row[f] for f in dtype.names)
@@ -139,7 +142,11 @@ def _table(rows: list[dict]) -> np.ndarray:
 
 
 def _rows_of(table) -> list[dict]:
+    names = set(table.dtype.names or ())
+
     def value(row, f):
+        if f not in names:  # files written before a column existed (e.g. ``model``): empty / 0
+            return "" if f in _STR_FIELDS else 0
         v = row[f]
         if f in _STR_FIELDS:
             return v.decode() if isinstance(v, bytes) else str(v)
@@ -179,7 +186,7 @@ def layout_from_table(table) -> StateLayout:
     for row in rows:
         spec = StateSpec(_parse_shape(row["shape"]), _parse_shape(row["deriv_shape"]),
                          _parse_shape(row["diffusion_shape"]), row["noise_count"], row["error_control"], row["update"])
-        reg.register(row["name"], spec, model=row["model"])
+        reg.register(row["name"], spec, model=row["model"], group=row["group"] or None)
     by_slot: dict[int, list] = {}
     for row in rows:
         for j, slot in enumerate(_parse_shape(row["noise_slots"])):

@@ -234,6 +234,32 @@ class RolloutFile:
         return {} if g is None else {k: g[k][()] for k in g}
 
     @property
+    def output_names(self) -> tuple:
+        """Names of the recorded outputs (``/outputs/<name>``), in file order."""
+        g = self._f.get("outputs")
+        return tuple(k for k in g if not k.startswith("_")) if g is not None else ()  # "_...": component labels
+
+    def output(self, name: str) -> np.ndarray:
+        """Recorded output ``name`` (T, B, ...) over the flushed samples (attributes: ``.h5["outputs"][name]``)."""
+        if name not in self.output_names:
+            raise KeyError(f"{self.path}: no output {name!r} (recorded: {list(self.output_names)})")
+        return self._f["outputs"][name][: self.samples]
+
+    @property
+    def sensors(self) -> list[dict]:
+        """The ``/sensors/table`` rows (name, type, object, adr, dim, cutoff, noise); [] without sensordata."""
+        if "sensors/table" not in self._f:
+            return []
+        return [{k: decode_attr(r[k]) for k in r.dtype.names} for r in self._f["sensors/table"][()]]
+
+    def sensor(self, name: str) -> np.ndarray:
+        """Sensor ``name`` (T, B, dim): the virtual dataset ``/sensors/<name>`` over ``/outputs/sensordata``."""
+        names = [r["name"] for r in self.sensors]
+        if name not in names:
+            raise KeyError(f"{self.path}: no sensor {name!r} recorded (sensors: {names}; record 'sensordata')")
+        return self._f["sensors"][name][: self.samples]
+
+    @property
     def h5(self) -> h5py.File:
         """The open ``h5py.File`` (read-only)."""
         return self._f

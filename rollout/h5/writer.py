@@ -20,7 +20,7 @@ import numpy as np
 from mjharness.integrators import StateError
 from mjharness.scenes import scene_info
 
-from .format import FileSpec, RolloutFileError, chunks, create_samples_dataset, set_attr
+from .format import FileSpec, RolloutFileError, chunks, compression_kwargs, create_samples_dataset, set_attr
 from .layout import carry_size, carry_vector, normalize_carry_layout, with_carry_rows
 from .model import asset_key, model_mjb
 
@@ -129,6 +129,70 @@ def create_rollout_file(path: str, spec: FileSpec) -> None:
         for name, seg in (("qpos", spec.qpos), ("qvel", spec.qvel)):
             if seg is not None:
                 _virtual(f, name, seg, T, B, n)
+        if spec.outputs:
+            _create_outputs(f, spec, T, B)
+
+
+def _label_scale(f: h5py.File, path: str, labels) -> h5py.Dataset:
+    ds = f.create_dataset(path, data=np.array([str(v) for v in labels], dtype=h5py.string_dtype()))
+    ds.make_scale(path.rsplit("/", 1)[-1])
+    return ds
+
+
+def _create_outputs(f: h5py.File, spec: FileSpec, T: int, B: int) -> None:
+    """``/outputs/<name>`` (T, B, ...) with their attributes and dimension scales, the ``/sensors`` table
+    and, per sensor, virtual datasets ``/sensors/<name>`` over ``/outputs/sensordata``."""
+    g = f.create_group("outputs")
+    f["time"].make_scale("time")
+    world = f.create_dataset("world", data=np.arange(B, dtype=np.int64))
+    world.make_scale("world")
+    for name, shape, attrs, labels, comps in spec.outputs:
+        shape = tuple(shape)
+        width = int(np.prod(shape, dtype=np.int64))
+        ch = chunks(T, B, width, spec.time_chunk)
+        ds = g.create_dataset(name, shape=(T, B) + shape, maxshape=(None, B) + shape, dtype="f8",
+                              chunks=ch[:2] + shape, fillvalue=np.nan, **compression_kwargs(spec.compression))
+        for k, v in attrs.items():
+            ds.attrs[k] = v
+        ds.dims[0].attach_scale(f["time"])
+        ds.dims[1].attach_scale(world)
+        key = name.replace("/", "_").replace(":", "_")
+        axes = [labels, comps] if len(shape) == 2 else [comps or labels]
+        for i, lab in enumerate(axes):
+            if lab and len(lab) == shape[i]:
+                ds.dims[2 + i].attach_scale(_label_scale(f, f"outputs/_{key}_{2 + i}", lab))
+    if spec.sensors:
+        rows = np.array([(r["name"], r["type"], r["object"], r["adr"], r["dim"], r["cutoff"], r["noise"])
+                         for r in spec.sensors], dtype=SENSOR_DTYPE)
+        sg = f.create_group("sensors")
+        sg.attrs["table"] = "sensors/table: name, type, object, adr, dim, cutoff, noise (MuJoCo sensor fields)"
+        sg.create_dataset("table", data=rows)
+        if "sensordata" in f["outputs"]:
+            _sensor_views(f, T, B)
+
+
+SENSOR_DTYPE = np.dtype([("name", h5py.string_dtype()), ("type", h5py.string_dtype()),
+                         ("object", h5py.string_dtype()), ("adr", "i8"), ("dim", "i8"), ("cutoff", "f8"),
+                         ("noise", "f8")])
+
+
+def _sensor_views(f: h5py.File, T: int, B: int) -> None:
+    src_ds = f["outputs/sensordata"]
+    nsd = src_ds.shape[2]
+    for r in f["sensors/table"][()]:
+        name, adr, dim = r["name"].decode() if isinstance(r["name"], bytes) else r["name"], int(r["adr"]), int(r["dim"])
+        path = f"sensors/{name}"
+        if path in f:
+            del f[path]
+        lay = h5py.VirtualLayout(shape=(T, B, dim), dtype="f8")
+        src = h5py.VirtualSource(".", "outputs/sensordata", shape=(T, B, nsd))
+        if T and B:
+            lay[:, :, :] = src[:, :, adr:adr + dim]
+        vds = f.create_virtual_dataset(path, lay, fillvalue=np.nan)
+        for k in ("semantics", "stage"):
+            vds.attrs[k] = src_ds.attrs[k]
+        vds.attrs["sensordata_columns"] = f"{adr}:{adr + dim}"
+        # no dimension scales here: xarray refuses a variable with labeled and unlabeled axes mixed
 
 
 def _virtual(f: h5py.File, name: str, seg: slice, T: int, B: int, n: int) -> None:
@@ -162,6 +226,11 @@ def extend_rollout_file(path: str, samples: int, attrs: dict) -> None:
             for name in ("qpos", "qvel"):
                 if name in f:
                     _virtual(f, name, _vds_segment(f[name]), samples, B, n)
+            for name, ds in (f["outputs"].items() if "outputs" in f else ()):
+                if not name.startswith("_"):  # "_...": component labels
+                    ds.resize((samples,) + ds.shape[1:])
+            if "sensors/table" in f and "outputs/sensordata" in f:
+                _sensor_views(f, samples, B)
         for k, v in attrs.items():
             set_attr(f, k, v)
         f.attrs["complete"] = False
@@ -182,6 +251,8 @@ class RolloutWriter:
         self._file = h5py.File(path, "r+", locking=False)
         self._shape = self._file["x"].shape[1:]
         self._carry_shape = self._file["carry"].shape[1:] if "carry" in self._file else None
+        og = self._file["outputs"] if "outputs" in self._file else {}
+        self._outputs = {k: v.shape[1:] for k, v in og.items() if not k.startswith("_")}
         self._queue: queue.Queue = queue.Queue(maxsize=depth)
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="mjharness-h5-writer", daemon=True)
@@ -196,9 +267,11 @@ class RolloutWriter:
             if self._error is not None:
                 continue
             try:
-                j0, time, xs, status, status_step, carry = item
+                j0, time, xs, status, status_step, carry, outputs = item
                 j1 = j0 + len(time)
                 f["x"][j0:j1] = xs
+                for name, v in outputs.items():
+                    f["outputs"][name][j0:j1] = v
                 if carry is not None:
                     f["carry"][j0:j1] = carry
                 f["time"][j0:j1] = time
@@ -229,7 +302,7 @@ class RolloutWriter:
             raise RolloutFileError(f"{self.path}: a chunk of {m} samples needs carry of shape "
                                    f"{(m,) + self._carry_shape}, got {carry.shape}")
 
-    def put(self, j0: int, time, xs, status, status_step, carry=None) -> None:
+    def put(self, j0: int, time, xs, status, status_step, carry=None, outputs=None) -> None:
         """Queue samples ``j0 .. j0 + len(time)``: states ``xs`` (m, B, n), the carry after each of
         them ``carry`` (m, B, nc) (required exactly when the file has a ``/carry``), and the statuses
         at the chunk's end."""
@@ -237,7 +310,12 @@ class RolloutWriter:
         time, xs = np.asarray(time), np.asarray(xs)
         carry = None if carry is None else np.asarray(carry, dtype=np.float64)
         self._check_chunk(time, xs, carry)
-        self._queue.put((j0, time, xs, np.asarray(status), np.asarray(status_step), carry))
+        outputs = {k: np.asarray(v, dtype=np.float64) for k, v in (outputs or {}).items()}
+        want = self._outputs
+        if set(outputs) != set(want) or any(v.shape != (len(time),) + want[k] for k, v in outputs.items()):
+            raise RolloutFileError(f"{self.path}: a chunk needs outputs {sorted(want)} of shapes "
+                                   f"(m, B, ...) = {want}, got { {k: v.shape for k, v in outputs.items()} }")
+        self._queue.put((j0, time, xs, np.asarray(status), np.asarray(status_step), carry, outputs))
 
     def close(self, complete: bool, attrs: dict | None = None) -> None:
         self._queue.put(None)

@@ -1,0 +1,128 @@
+"""One logical rollout file over the per-process shards of a multi-process run.
+
+Each process ``k`` of ``N`` writes ``<out>.p<k>-of-<N>.h5`` (format v1 for its worlds, attrs
+``world_offset``/``global_batch``, dataset ``/world_index``). ``join_shards`` writes ``<out>``: every
+time-major dataset (T, B_k, ...) and every per-world dataset (B_k, ...) of the shards becomes an HDF5
+virtual dataset over the shards in global world order; everything else (model, layout, time) is
+copied from shard 0. ``samples`` is the fewest any shard flushed; ``complete`` only when all are.
+"""
+
+from __future__ import annotations
+
+import os
+
+import h5py
+import numpy as np
+
+from .format import RolloutFileError, decode_attr
+
+PER_WORLD = ("x0", "status", "status_step", "carry0", "world_index")
+
+
+def shard_path(out: str, k: int, n: int) -> str:
+    return f"{out}.p{k}-of-{n}.h5"
+
+
+def shard_paths(out: str, n: int) -> list[str]:
+    return [shard_path(out, k, n) for k in range(n)]
+
+
+def _shard_info(paths):
+    infos = []
+    for p in paths:
+        if not os.path.isfile(p):
+            raise RolloutFileError(f"shard {p}: no such file")
+        with h5py.File(p, "r", locking=False) as f:
+            infos.append(dict(path=p, offset=int(f.attrs.get("world_offset", 0)), B=int(f["x"].shape[1]),
+                              samples=int(f.attrs["samples"]), complete=bool(f.attrs["complete"])))
+    infos.sort(key=lambda i: i["offset"])
+    expect = 0
+    for i in infos:
+        if i["offset"] != expect:
+            raise RolloutFileError(f"shard {i['path']}: world_offset {i['offset']}, expected {expect} "
+                                   f"(shards must tile the batch)")
+        expect += i["B"]
+    return infos, expect
+
+
+def _datasets(group, prefix=""):
+    for name, obj in group.items():
+        if isinstance(obj, h5py.Dataset):
+            yield prefix + name, obj
+        else:
+            yield from _datasets(obj, prefix + name + "/")
+
+
+def _axis(name: str, ds, T: int, B: int) -> int | None:
+    """The world axis of a shard dataset (1 time-major, 0 per-world) or None (copied as is)."""
+    base = name.rsplit("/", 1)[-1]
+    if name.startswith("model_params/") or base in PER_WORLD:
+        return 0 if ds.shape[:1] == (B,) else None
+    if name in ("qpos", "qvel"):
+        return None  # rebuilt over the joined /x
+    if ds.ndim >= 2 and ds.shape[:2] == (T, B):
+        return 1
+    return None
+
+
+def _join_one(out_f, name, dsets, infos, B_total, axis):
+    shape = list(dsets[0].shape)
+    shape[axis] = B_total
+    lay = h5py.VirtualLayout(shape=tuple(shape), dtype=dsets[0].dtype)
+    for ds, i in zip(dsets, infos):
+        src = h5py.VirtualSource(os.path.basename(i["path"]), name, shape=ds.shape)
+        sel = [slice(None)] * len(shape)
+        sel[axis] = slice(i["offset"], i["offset"] + i["B"])
+        lay[tuple(sel)] = src
+    fill = np.nan if dsets[0].dtype.kind == "f" else 0
+    out_f.create_virtual_dataset(name, lay, fillvalue=fill)
+
+
+def join_shards(out: str, paths) -> dict:
+    """Write ``out`` over ``paths``; returns {"samples", "complete", "batch"}. Shards sit beside ``out``."""
+    from .writer import _vds_segment, _virtual
+
+    infos, B_total = _shard_info(list(paths))
+    samples = min(i["samples"] for i in infos)
+    complete = all(i["complete"] for i in infos)
+    files = [h5py.File(i["path"], "r", locking=False) for i in infos]
+    tmp = out + ".joining"
+    try:
+        f0 = files[0]
+        T = f0["x"].shape[0]
+        for f, i in zip(files, infos):
+            if f["x"].shape[0] != T:
+                raise RolloutFileError(f"shard {i['path']}: /x has {f['x'].shape[0]} samples allocated, shard 0 {T}")
+        with h5py.File(tmp, "w") as g:
+            for k, v in f0.attrs.items():
+                g.attrs[k] = v
+            for k in ("world_offset", "process_index"):
+                if k in g.attrs:
+                    del g.attrs[k]
+            g.attrs["batch"] = B_total
+            g.attrs["samples"] = samples
+            g.attrs["complete"] = complete
+            g.attrs["shards"] = [os.path.basename(i["path"]) for i in infos]
+            for name, ds in _datasets(f0):
+                axis = _axis(name, ds, T, infos[0]["B"])
+                if axis is None and name not in ("qpos", "qvel"):
+                    f0.copy(ds, g, name=name)
+                    continue
+                if axis is not None:
+                    _join_one(g, name, [f[name] for f in files], infos, B_total, axis)
+            n = f0["x"].shape[2]
+            for name in ("qpos", "qvel"):
+                if name in f0:
+                    _virtual(g, name, _vds_segment(f0[name]), T, B_total, n)
+        os.replace(tmp, out)
+    finally:
+        for f in files:
+            f.close()
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    return dict(samples=samples, complete=complete, batch=B_total)
+
+
+def shard_attr(path: str, key: str):
+    with h5py.File(path, "r", locking=False) as f:
+        return decode_attr(f.attrs.get(key))

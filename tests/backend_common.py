@@ -1,0 +1,65 @@
+"""MuJoCo C mj_step reference trajectories and backend='mujoco' rollouts on the same worlds (shared by
+tests/test_backends.py and the measurement script /work/notes/measure/backends_bar.py)."""
+
+from __future__ import annotations
+
+import mujoco
+import numpy as np
+
+from mjharness.adapters import MjScene
+from mjharness.integrators import RK4, ImplicitFast, SemiImplicitEuler
+from mjharness.rollout import rollout
+
+C_INTEGRATOR = {"euler": mujoco.mjtIntegrator.mjINT_EULER, "rk4": mujoco.mjtIntegrator.mjINT_RK4,
+                "implicit_fast": mujoco.mjtIntegrator.mjINT_IMPLICITFAST}
+OURS = {"euler": SemiImplicitEuler, "rk4": RK4, "implicit_fast": ImplicitFast}
+
+
+def worlds(m: mujoco.MjModel, batch: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """(x0 (B, nq+nv+na), ctrl (B, nu)): the default (or first keyframe) state, velocities and controls
+    perturbed per world so the worlds differ."""
+    d = mujoco.MjData(m)
+    if m.nkey:
+        mujoco.mj_resetDataKeyframe(m, d, 0)
+    rng = np.random.default_rng(seed)
+    x0 = np.tile(np.concatenate([d.qpos, d.qvel, d.act]), (batch, 1))
+    x0[:, m.nq:m.nq + m.nv] += 0.1 * rng.standard_normal((batch, m.nv))
+    lo, hi = m.actuator_ctrlrange.T if m.nu else (np.zeros(0), np.zeros(0))
+    span = np.where(m.actuator_ctrllimited.astype(bool), hi - lo, 2.0) if m.nu else np.zeros(0)
+    mid = np.where(m.actuator_ctrllimited.astype(bool), 0.5 * (hi + lo), 0.0) if m.nu else np.zeros(0)
+    ctrl = mid + 0.3 * span * (rng.random((batch, m.nu)) - 0.5)
+    return x0, ctrl
+
+
+def c_trajectories(m: mujoco.MjModel, method: str, x0: np.ndarray, ctrl: np.ndarray, steps: int) -> np.ndarray:
+    """(T, B, nq+nv+na) from MuJoCo C's own mj_step with ``<option integrator>`` = ``method``."""
+    old = m.opt.integrator
+    m.opt.integrator = C_INTEGRATOR[method]
+    try:
+        out = np.empty((steps,) + x0.shape)
+        for b in range(x0.shape[0]):
+            d = mujoco.MjData(m)
+            d.qpos[:], d.qvel[:], d.act[:] = x0[b, :m.nq], x0[b, m.nq:m.nq + m.nv], x0[b, m.nq + m.nv:]
+            d.ctrl[:] = ctrl[b]
+            for i in range(steps):
+                mujoco.mj_step(m, d)
+                out[i, b] = np.concatenate([d.qpos, d.qvel, d.act])
+    finally:
+        m.opt.integrator = old
+    return out
+
+
+def backend_trajectories(scene: MjScene, method: str, x0: np.ndarray, ctrl: np.ndarray, steps: int) -> np.ndarray:
+    """(T, B, n) from our integrator ``method`` on ``scene`` (constant per-world controls)."""
+    m = scene.model
+    c = np.broadcast_to(ctrl[:, None, :], (x0.shape[0], steps, m.nu)).copy() if m.nu else None
+    r = rollout(scene, OURS[method](), dt=m.opt.timestep, steps=steps, x0=x0, ctrl=c, progress=False)
+    return np.asarray(r.x)
+
+
+def max_diff(scene: MjScene, method: str, steps: int, batch: int) -> float:
+    x0, ctrl = worlds(scene.model, batch)
+    ref = c_trajectories(scene.model, method, x0, ctrl, steps)
+    ours = backend_trajectories(scene, method, x0, ctrl, steps)
+    n = scene.nq + scene.nv + scene.na
+    return float(np.max(np.abs(ours[..., :n] - ref)))
