@@ -116,17 +116,30 @@ def _load_native(src) -> mujoco.MjModel:
         raise SceneError(source, str(e).strip(), codes=("MJCF_COMPILE_FAILED",)) from None
 
 
+@jax.custom_jvp
+def _warp_input(x):
+    """Identity on the state entering MJWarp, whose FFI kernels have no derivative: a clear refusal."""
+    return x
+
+
+@_warp_input.defjvp
+def _warp_no_jvp(primals, tangents):
+    raise _host.BackendError("MjScene backend='warp' runs MJWarp's FFI kernels, which JAX cannot differentiate "
+                             "(jax.grad / jax.jvp); use backend='mjx' to differentiate")
+
+
 def _put_model(model: mujoco.MjModel, source: str, backend: str = "mjx"):
     if backend == "mujoco":
         return None  # MuJoCo C evaluates: no MJX model, no MJX trace check
     if backend == "warp":
+        # MJX runs its own vendored MJWarp (mujoco.mjx.third_party.mujoco_warp) and needs only warp-lang;
+        # mujoco.mjx.warp.WARP_INSTALLED is MJX's own verdict on `import warp` (it printed why not).
+        from mujoco.mjx import warp as _mjx_warp
+        if not _mjx_warp.WARP_INSTALLED or _mjx_warp.mujoco_warp is None:
+            raise _host.BackendError("backend='warp' needs the warp-lang package (MJX could not import warp "
+                                     "or its MJWarp): pip install 'mjharness[warp]'")
         try:
-            import mujoco_warp  # noqa: F401  (the optional extra: pip install "mjharness[warp]")
-        except ImportError:
-            raise _host.BackendError("backend='warp' needs the mujoco-warp and warp-lang packages: "
-                                     "pip install 'mjharness[warp]'") from None
-        try:
-            return mjx.put_model(model, impl="warp")
+            return mjx.put_model(model, device=jax.local_devices()[0], impl="warp")
         except (NotImplementedError, ValueError) as e:
             raise SceneError(source, f"MJX (impl='warp') cannot run this model: {e}") from None
     # Our own checks first, so a model that skipped load_scene still gets every reason at once.
@@ -152,7 +165,8 @@ class MjScene:
     The layout is finalized on first use of ``layout``; ``add_state`` must come before that.
     """
 
-    def __init__(self, model, quaternion_update: str = "quaternion", backend: str = "mjx", threads: int | None = None):
+    def __init__(self, model, quaternion_update: str = "quaternion", backend: str = "mjx", threads: int | None = None,
+                 naconmax: int | None = None):
         quaternion_update = canonical_update(quaternion_update)
         if quaternion_update not in QUATERNION_UPDATES:
             raise StateError(f"quaternion_update must be one of {QUATERNION_UPDATES}, got {quaternion_update!r}")
@@ -160,7 +174,13 @@ class MjScene:
             raise _host.BackendError(f"backend must be one of {BACKENDS}, got {backend!r}")
         if threads is not None and backend != "mujoco":
             raise _host.BackendError(f"threads= applies to backend='mujoco' only (backend is {backend!r})")
+        if naconmax is not None and (backend != "warp" or not isinstance(naconmax, int) or naconmax < 1):
+            raise _host.BackendError(f"naconmax= is a positive int for backend='warp' only; got {naconmax!r} "
+                                     f"with backend={backend!r}")
         self.backend = backend
+        # MJWarp's contact arena is ONE buffer shared by every vmapped world; MJX's default (48) drops
+        # contacts beyond a few worlds with only a printed overflow. 48 per world for 1024 worlds.
+        self._naconmax = (naconmax or 48 * 1024) if backend == "warp" else None
         if backend == "mujoco":
             self.model = _load_native(model)
         else:
@@ -177,10 +197,16 @@ class MjScene:
             self.registry.register(name, spec, model=self.name)
         self._extras: dict[str, tuple[Callable, np.ndarray]] = {}
         # Built eagerly: created lazily inside a jit/vmap trace it would leak tracers.
-        self._template = (None if backend == "mujoco" else
-                          mjx.put_data(self.model, self.data, device=jax.local_devices()[0]))
+        self._template = self._put_data(self.model, self.data)
         self._host = _host.HostPool(self.model, self.data, threads) if backend == "mujoco" else None
         self._host_fns = {}
+
+    def _put_data(self, model, data):
+        """The MJX data template (None on backend='mujoco'); warp data with its contact arena."""
+        if self.backend == "mujoco":
+            return None
+        kw = {"impl": "warp", "naconmax": self._naconmax} if self.backend == "warp" else {}
+        return mjx.put_data(model, data, device=jax.local_devices()[0], **kw)
 
     # -- registration ---------------------------------------------------------------------------
     def add_state(self, prefix: str, name: str, spec: StateSpec, derivative_fn: Callable,
@@ -325,6 +351,8 @@ class MjScene:
         self._require_mjx("to_mjx")
         data = self._template if data is None else data
         x = jnp.asarray(x)  # a NumPy buffer works outside jit too
+        if self.backend == "warp":  # MJWarp's kernels are float32 only and refuse float64 input
+            x = _warp_input(x).astype(data.qpos.dtype)
         upd = dict(qpos=x[..., self.qpos_segment], qvel=x[..., self.qvel_segment])
         if self.model.na:
             upd["act"] = x[..., self.act_segment]
@@ -377,17 +405,19 @@ class MjScene:
         """The cold carry: zeros, as in fresh ``MjData`` (and ``mjx.make_data``)."""
         return {"qacc_warmstart": np.zeros(self.model.nv)}
 
-    def _evaluate(self, t, x, ctrl, carry, mode="forward", h=0.0):
+    def _evaluate(self, t, x, ctrl, carry, mode="forward", h=0.0, force=None):
         ws = None if carry is None else carry["qacc_warmstart"]
         if self.backend == "mujoco":
-            return self._host_evaluate(mode, t, x, ctrl, ws, h)
+            return self._host_evaluate(mode, t, x, ctrl, ws, h, force)
         return self.forward(t, x, ctrl, qacc_warmstart=ws)
 
-    def _host_evaluate(self, mode, t, x, ctrl, ws, h):
-        """MuJoCo C at this stage (one world; vmap makes it one batched host call): ``HostData``."""
-        fn = self._host_fns.get(mode)
+    def _host_evaluate(self, mode, t, x, ctrl, ws, h, force=None):
+        """MuJoCo C at this stage (one world; vmap makes it one batched host call): ``HostData``.
+        ``force`` (k, nv) constant: ``HostData.minv_f`` holds M(q)^-1 of its rows (joint-noise diffusion)."""
+        key = mode if force is None else (mode, np.asarray(force, np.float64).tobytes())
+        fn = self._host_fns.get(key)
         if fn is None:
-            fn = self._host_fns[mode] = _host.make_evaluator(self._host, mode)
+            fn = self._host_fns[key] = _host.make_evaluator(self._host, mode, force)
         m = self.model
         ctrl = self.data.ctrl if ctrl is None else ctrl
         ws = np.zeros(m.nv) if ws is None else ws
@@ -395,6 +425,21 @@ class MjScene:
         out = fn(jnp.asarray(t, f64), jnp.asarray(x, f64)[:m.nq + m.nv + m.na],
                  jnp.reshape(jnp.asarray(ctrl, f64), (m.nu,)), jnp.asarray(ws, f64), jnp.asarray(h, f64))
         return _host.HostData(out, m.nv, m.na)
+
+    def host_outputs(self, specs, t, x, ctrl=None, qacc_warmstart=None, rne=False):
+        """Recorded outputs ``specs`` of one world through MuJoCo C (backend='mujoco'; vmap makes it one
+        batched host call): the flat (width,) row, specs in order (``adapters/outputs.py`` splits it)."""
+        if self.backend != "mujoco":
+            raise _host.BackendError(f"host_outputs is backend='mujoco' only (backend is {self.backend!r})")
+        key = ("outputs", tuple(specs), bool(rne))
+        fn = self._host_fns.get(key)
+        if fn is None:
+            fn = self._host_fns[key] = _host.make_output_evaluator(_host.HostOutputs(self._host, specs, rne))
+        m, f64 = self.model, jnp.float64
+        ctrl = self.data.ctrl if ctrl is None else ctrl
+        ws = np.zeros(m.nv) if qacc_warmstart is None else qacc_warmstart
+        return fn(jnp.asarray(t, f64), jnp.asarray(x, f64)[:m.nq + m.nv + m.na],
+                  jnp.reshape(jnp.asarray(ctrl, f64), (m.nu,)), jnp.reshape(jnp.asarray(ws, f64), (m.nv,)))
 
     @staticmethod
     def _qacc(d):
@@ -530,7 +575,7 @@ class MjScene:
                 dst[:] = src
         data.time = self.data.time
         mujoco.mj_forward(new_model, data)
-        template = None if self.backend == "mujoco" else mjx.put_data(new_model, data, device=jax.local_devices()[0])
+        template = self._put_data(new_model, data)
         self.model, self.mjx_model, self.data, self._template = new_model, mjx_model, data, template
         if self.backend == "mujoco":
             self._host = _host.HostPool(new_model, data, self._host.threads)
@@ -539,8 +584,8 @@ class MjScene:
 
     # -- noise (stochastic scenes; implemented in adapters/noise.py) -----------------------------
     def add_joint_noise(self, joint: str, sigma):
-        """Generalized-force noise σ dW on every dof of ``joint``: velocity diffusion M(q)⁻¹ b σ."""
-        self._require_mjx("add_joint_noise")
+        """Generalized-force noise σ dW on every dof of ``joint``: velocity diffusion M(q)⁻¹ b σ
+        (backend='mujoco': M's factor from mj_forward, solved by mj_solveM on the host)."""
         return _noise.add_joint_noise(self, joint, sigma)
 
     def add_body_noise(self, body: str, force_sigma=0.0, torque_sigma=0.0):
@@ -581,6 +626,7 @@ class MjScene:
         else:  # the host evaluation reads the scene's data (applied forces, mocap) copied into its pool
             for f in ("ctrl", "qfrc_applied", "xfrc_applied", "mocap_pos", "mocap_quat", "userdata"):
                 h.update(np.ascontiguousarray(getattr(self.data, f)).tobytes())
+            h.update(f"threads={self._host.threads}|".encode())  # a compiled chunk calls this scene's own pool
         h.update(f"{type(self).__qualname__}|{self.backend}|{self.quaternion_update}|{self.layout!r}|".encode())
         h.update(repr(_noise.scene_noise(self).sources).encode())
         return h.hexdigest()

@@ -30,6 +30,8 @@ import numpy as np
 
 from mjharness.integrators import StateError, StateSpec
 
+from .mujoco_backend import BackendError, HostData
+
 _JNT = mujoco.mjtJoint
 
 
@@ -174,16 +176,39 @@ def _index(scene, layout):
     return cat(pos), cat(dof), cat(col)
 
 
-def diffusion_from_data(scene, t, x, d):
-    """Packed diffusion buffer from forward-evaluated MJX data ``d`` (one world)."""
-    from mujoco.mjx._src import smooth, support  # MJX's own M solve and body Jacobian
+def _joint_forces(scene) -> np.ndarray:
+    """(sources, nv) generalized force per unit dW of every source (joint sources only: a constant)."""
+    noise = scene_noise(scene)
+    bad = [s.name for s in noise.sources if s.kind != "joint"]
+    if bad:
+        raise BackendError(f"add_body_noise({bad[0]!r}) needs MJX data (the body Jacobian); this MjScene has "
+                           f"backend='mujoco' (MuJoCo C): use backend='mjx'")
+    f = np.zeros((len(noise.sources), scene.model.nv))
+    for i, src in enumerate(noise.sources):
+        js = next(j for j in scene.joints if j.name == src.name)
+        f[i, js.dofadr + src.component] = src.sigma
+    return f
 
+
+def _host_data(scene, t, x, ctrl, carry):
+    """backend='mujoco': mj_forward's data at (t, x) with M(q)^-1 of the joint-noise forces (mj_solveM)."""
+    force = _joint_forces(scene) if scene_noise(scene).sources else None
+    return scene._evaluate(t, x, ctrl, carry, force=force)
+
+
+def diffusion_from_data(scene, t, x, d):
+    """Packed diffusion buffer from forward-evaluated MJX data ``d`` (one world), or from the host data of
+    backend='mujoco' (``HostData.minv_f``: M(q)^-1 of the sources' forces, solved by MuJoCo C)."""
     layout = scene.layout
     noise = scene_noise(scene)
     g = jnp.zeros(layout.diffusion_size, dtype=d.qvel.dtype)
     pos, dof, col = _index(scene, layout)
-    m = scene.mjx_model
-    if noise.sources:
+    if noise.sources and isinstance(d, HostData):
+        g = g.at[pos].set(d.minv_f[dof, col])
+    elif noise.sources:
+        from mujoco.mjx._src import smooth, support  # MJX's own M solve and body Jacobian
+
+        m = scene.mjx_model
         nv = scene.model.nv
         jacs = {}
         cols = []
@@ -217,12 +242,13 @@ def diffusion_from_data(scene, t, x, d):
 
 def diffusion(scene, t, x, ctrl=None):
     _index(scene, scene.layout)  # refuse uncovered endpoints before any MJX work
-    return diffusion_from_data(scene, t, x, scene.forward(t, x, ctrl))
+    d = _host_data(scene, t, x, ctrl, None) if scene.backend == "mujoco" else scene.forward(t, x, ctrl)
+    return diffusion_from_data(scene, t, x, d)
 
 
 def drift_diffusion(scene, t, x, ctrl=None, *, carry=None):
     """(derivative buffer, packed diffusion) from one ``mjx.forward``; with a carry also its proposal."""
     _index(scene, scene.layout)
-    d = scene._evaluate(t, x, ctrl, carry)
+    d = _host_data(scene, t, x, ctrl, carry) if scene.backend == "mujoco" else scene._evaluate(t, x, ctrl, carry)
     out = (scene._derivative(t, x, d, d.qacc), diffusion_from_data(scene, t, x, d))
     return scene._with_carry(out, d, carry)

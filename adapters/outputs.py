@@ -6,9 +6,13 @@ An output is named like the MuJoCo ``mjData`` field it records (``xpos``, ``site
 a table of ``OutputSpec`` rows (data); ``evaluate_outputs`` is a pure function of one world that
 runs ``mjx.forward`` (plus MJX's ``rne_postconstraint`` where MuJoCo needs it) and reads them off.
 
+On ``MjScene(backend="mujoco")`` the same outputs come from MuJoCo C instead: one batched host call
+per recorded row (``mujoco_backend.HostOutputs``: mj_setState + mj_forward, plus mj_rnePostConstraint,
+mj_energyPos/Vel and mj_contactForce where needed), so they are MuJoCo C's own values.
+
 Semantics: ``live`` = evaluated at the recorded state and time (after the step), consistent with
 ``/x`` at the same row; ``sampled`` = evaluated at the state before the last step of the sample
-(what ``mj_step`` leaves in ``mjData``). Both cost one ``mjx.forward`` per recorded row and world.
+(what ``mj_step`` leaves in ``mjData``). Both cost one forward evaluation per recorded row and world.
 """
 
 from __future__ import annotations
@@ -208,9 +212,11 @@ def _contact_force(mx, d, pairs: np.ndarray) -> jnp.ndarray:
 
 def evaluate_outputs(scene, specs, t, x, ctrl=None, carry=None) -> dict:
     """Outputs of one world at (t, x) with ``ctrl`` and the solver warm start in ``carry`` (pure)."""
+    ws = None if not carry else carry.get("qacc_warmstart")
+    if getattr(scene, "backend", "mjx") == "mujoco":
+        return _split(specs, scene.host_outputs(specs, t, x, ctrl, ws, rne=needs_rne(specs)))
     from mujoco.mjx._src import smooth
 
-    ws = None if not carry else carry.get("qacc_warmstart")
     d = scene.forward(t, x, ctrl, qacc_warmstart=ws)
     if needs_rne(specs):
         d = smooth.rne_postconstraint(scene.mjx_model, d)
@@ -228,10 +234,20 @@ def evaluate_outputs(scene, specs, t, x, ctrl=None, carry=None) -> dict:
     return out
 
 
+def _split(specs, flat) -> dict:
+    """The flat row of a host evaluation (specs in order) -> {name: value of the spec's shape}."""
+    out, o = {}, 0
+    for s in specs:
+        w = int(np.prod(s.shape, dtype=np.int64))
+        out[s.name] = jnp.reshape(flat[..., o:o + w], flat.shape[:-1] + s.shape)
+        o += w
+    return out
+
+
 def output_attrs(s: OutputSpec, semantics: str) -> dict:
     """The HDF5 attributes of ``/outputs/<name>``."""
     a = dict(semantics=semantics, units=s.units, frame=s.frame, mujoco_field=s.field,
-             cost="one mjx.forward per recorded row and world",
+             cost="one forward evaluation per recorded row and world (mjx.forward; backend='mujoco': mj_forward)",
              stage="post-step (recorded state)" if semantics == "live" else "pre-step (state before the last step)")
     if s.index:
         a["sensordata_columns"] = f"{s.index[0]}:{s.index[0] + s.index[1]}"

@@ -1,5 +1,5 @@
 """MuJoCo C mj_step reference trajectories and backend='mujoco' rollouts on the same worlds (shared by
-tests/test_backends.py and the measurement script /work/notes/measure/backends_bar.py)."""
+tests/test_backends.py and the measurement script data/backends/backends_bar.py)."""
 
 from __future__ import annotations
 
@@ -63,3 +63,33 @@ def max_diff(scene: MjScene, method: str, steps: int, batch: int) -> float:
     ours = backend_trajectories(scene, method, x0, ctrl, steps)
     n = scene.nq + scene.nv + scene.na
     return float(np.max(np.abs(ours[..., :n] - ref)))
+
+
+def one_ulp_spread(m: mujoco.MjModel, method: str, x0: np.ndarray, ctrl: np.ndarray, steps: int,
+                   ref: np.ndarray) -> np.ndarray:
+    """Per step, max over x0 with qpos or qvel moved one ulp up or down of |C(moved x0) - C(x0)|: how far
+    MuJoCo C's own trajectories part under a rounding-sized change. Over 1000 steps of a contact scene
+    this grows by orders of magnitude (a contact that starts one step earlier, Lyapunov growth), and it
+    depends on the direction, so all four are taken."""
+    spread = np.zeros(steps)
+    for seg in (slice(0, m.nq), slice(m.nq, m.nq + m.nv)):
+        for direction in (np.inf, -np.inf):
+            x1 = x0.copy()
+            x1[:, seg] = np.nextafter(x1[:, seg], direction)
+            spread = np.maximum(spread, np.abs(c_trajectories(m, method, x1, ctrl, steps) - ref).max(axis=(1, 2)))
+    return spread
+
+
+def bar(scene: MjScene, method: str, steps: int, batch: int) -> dict:
+    """Ours vs mj_step on the same worlds, next to C's own one-ulp spread, over the steps where C's own
+    trajectory stays bounded (|x| < 1e3: the humanoid diverges under C's implicitfast)."""
+    m = scene.model
+    x0, ctrl = worlds(m, batch)
+    ref = c_trajectories(m, method, x0, ctrl, steps)
+    ours = backend_trajectories(scene, method, x0, ctrl, steps)[..., :ref.shape[-1]]
+    bounded = np.abs(ref).max(axis=(1, 2)) < 1e3
+    n = int(np.argmin(bounded)) if not bounded.all() else steps
+    spread = one_ulp_spread(m, method, x0, ctrl, steps, ref)
+    diff = np.abs(ours - ref).max(axis=(1, 2))
+    return {"steps_bounded": n, "diff": float(diff[:n].max()), "ulp_spread": float(spread[:n].max()),
+            "diff_first_step": float(diff[0])}

@@ -188,3 +188,18 @@ def test_peers_are_timed_interleaved_and_chained():
     times = time_interleaved([a, b], repeats=3, min_time=0.0)
     assert order == ["a", "b"] * 3
     assert times == {"a": [0.5] * 3, "b": [0.5] * 3} and (a.state, b.state) == (3, 3)
+
+
+def test_backend_peer_runs_mujoco_c_stages_and_agrees_with_mujoco_rollout(scene):
+    """The backend peer: the same scene rebuilt with backend='mujoco', stepped by the scene's own scheme
+    through rollout(); it does the work mujoco.rollout does (same final states) and says what it ran."""
+    assert "backend_mujoco" in bench.peer_names() and "backend_warp" in bench.peer_names()
+    c = bench.bench_cell(scene, batch=B, steps=STEPS, peers=("mujoco_rollout", "backend_mujoco"), repeats=1,
+                         min_time=0.0, perturb=0.3, nthread=2)
+    by = {r["peer"]: r for r in c["results"]}
+    row = by["backend_mujoco"]
+    assert (row["backend"], row["scheme"], row["threads"]) == ("mujoco", "semi_implicit_euler", 2)
+    assert row["agrees_with"] == "mujoco_rollout"
+    assert row["max_dqpos"] < 1e-12 and row["max_dqvel"] < 1e-12
+    assert row["world_steps_per_s"] > 0 and row["x_native"] == pytest.approx(
+        by["mujoco_rollout"]["world_steps_per_s"] / row["world_steps_per_s"], rel=1e-12)

@@ -77,3 +77,24 @@ def test_cli_fit_prints_and_writes_json(noisy_file, tmp_path, capsys):
     assert [h["iteration"] for h in res["history"]] == [1, 2, 3]
     assert set(res["params"]) == {"body_mass:link1", "dof_damping:shoulder"}
     assert res["history"][-1]["loss"] < res["history"][0]["loss"]
+
+
+def test_fit_to_recorded_outputs(tmp_path):
+    """target="outputs:xpos": the damping recovered from recorded body positions only (no states used)."""
+    scene = cached_scene("double_pendulum")
+    m = scene.model
+    adr = int(m.jnt_dofadr[m.joint("shoulder").id])
+    damp = np.tile(m.dof_damping, (8, 1))
+    damp[:, adr] = DAMP
+    path = tmp_path / "outs.h5"
+    rollout(scene, "rk4", dt=0.01, steps=STEPS, x0=initial_states(scene, 8, 0, 0.5), record_every=R, out=path,
+            progress=False, model_params={"dof_damping": damp}, outputs=["xpos"])
+    with h5py.File(path, "r+") as f:
+        f["x"][...] = 0.0  # the states are not used
+    res = fit(path, ["dof_damping:shoulder"], scene=scene, integrator="rk4", iterations=150, lr=0.05,
+              start={"dof_damping:shoulder": 0.5 * DAMP}, target="outputs:xpos")
+    assert abs(float(np.ravel(res["params"]["dof_damping:shoulder"])[0]) - DAMP) / DAMP < 0.01
+    with pytest.raises(RolloutError, match="records no output 'sensordata'"):
+        fit(path, ["dof_damping:shoulder"], scene=scene, iterations=1, target="outputs:sensordata")
+    with pytest.raises(RolloutError, match="target must be"):
+        fit(path, ["dof_damping:shoulder"], scene=scene, iterations=1, target="qpos")

@@ -57,16 +57,28 @@ def _fd_check(scene, integ, x0, field, p0, ix, tol, dt=DT, steps=STEPS, **kw):
 
 
 def test_same_numbers_as_rollout(dp):
+    """Bit-equal (np.array_equal) to rollout: eager, under jit, at other chunk boundaries, with ctrl and params."""
     scene, x0 = dp
     r = rollout(scene, RK4(), dt=DT, steps=STEPS, x0=x0, record_every=2, chunk=STEPS, progress=False)
-    both = jax.jit(lambda x: tuple(simulate(scene, RK4(), x, dt=DT, steps=STEPS, record_every=2, chunk=c)
-                                   for c in (STEPS, 4)))
-    (t, xs), (_, xs4) = both(jnp.asarray(x0))
+    t, xs = simulate(scene, RK4(), x0, dt=DT, steps=STEPS, record_every=2, chunk=STEPS)  # eager
     assert np.array_equal(np.asarray(t), r.time)
-    # The same chunk function; XLA compiles the two programs differently, so equal to round-off
-    # (bit equality not reached: measured max difference 2.2e-16). chunk=4 checks the checkpointed split.
-    np.testing.assert_allclose(np.asarray(xs), r.x, rtol=0, atol=1e-14)
-    np.testing.assert_allclose(np.asarray(xs4), r.x, rtol=0, atol=1e-14)
+    assert np.array_equal(np.asarray(xs), r.x)
+    both = jax.jit(lambda x: tuple(simulate(scene, RK4(), x, dt=DT, steps=STEPS, record_every=2, chunk=c)[1]
+                                   for c in (STEPS, 4)))
+    for xs in both(jnp.asarray(x0)):  # chunk=4: three checkpointed chunks
+        assert np.array_equal(np.asarray(xs), r.x)
+
+
+def test_same_numbers_as_rollout_ctrl_params():
+    scene = cached_scene("arm")
+    B, nu = 2, scene.nu
+    x0 = initial_states(scene, B, 0, 0.1)
+    u = 0.3 * np.random.default_rng(0).standard_normal((B, STEPS, nu))
+    damp = np.tile(scene.model.dof_damping, (B, 1)) * np.array([[1.0], [2.0]])
+    kw = dict(dt=DT, steps=STEPS, ctrl=u, model_params={"dof_damping": damp}, record_every=3)
+    r = rollout(scene, RK4(), x0=x0, chunk=6, progress=False, **kw)
+    _, xs = simulate(scene, RK4(), x0, chunk=9, **kw)
+    assert np.array_equal(np.asarray(xs), r.x)
 
 
 @pytest.mark.parametrize("integ, kw", [(RK4(), {}), (SemiImplicitEuler(), {}), (EulerMaruyama(), {"seed": 3})],
@@ -141,3 +153,20 @@ def test_bad_x0_and_ctrl(dp):
         simulate(scene, RK4(), x0[:, :3], dt=DT, steps=STEPS)
     with pytest.raises(RolloutError, match="nu=0"):
         simulate(scene, RK4(), x0, dt=DT, steps=STEPS, ctrl=np.zeros((STEPS, 1)))
+
+
+def test_bench_grad_wiring(capsys, tmp_path):
+    """`mjharness bench --grad` at a tiny size: both programs measured, ratios and the bar reported."""
+    import json
+
+    from mjharness.rollout.cli.app import main
+
+    out = tmp_path / "grad.json"
+    rc = main(["bench", "--grad", "double_pendulum", "--batch", "2", "--steps", "4", "--record-every", "2",
+               "--repeats", "1", "--min-time", "0", "--quiet", "--json", str(out)])
+    assert rc == 0
+    text = capsys.readouterr().out
+    assert "gradient cost: double_pendulum RK4 batch 2, 4 steps" in text and "grad / forward: time" in text
+    rep = json.loads(out.read_text())["grad"][0]
+    assert rep["forward"]["run_s"] > 0 and rep["grad"]["run_s"] > 0 and rep["time_x"] > 0
+    assert rep["forward"]["xla_peak_bytes"] > 0 and rep["memory_x"] > 0

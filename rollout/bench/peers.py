@@ -98,7 +98,8 @@ def same_scheme(scene) -> tuple[str, ...]:
     """The peers that integrate with the scene's own scheme: after the same steps from the same states
     they must agree (to rounding and solver tolerance), which shows they did the same work."""
     own = scene_scheme(scene)
-    return (REFERENCE, NATIVE) + ENGINE_PEERS + ((own,) if own else ())
+    # The backend peers step with the scene's own scheme when it names one (bench/backends.py).
+    return (REFERENCE, NATIVE) + ENGINE_PEERS + ((own,) + BACKEND_PEERS if own else ())
 
 
 # -- raw MJX --------------------------------------------------------------------------------------

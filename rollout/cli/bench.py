@@ -3,6 +3,7 @@
     mjharness bench [SCENE ...] --batch 1 64 1024 --steps 1000 [--json out.json]
     mjharness bench --cache-check [SCENE]       # second process vs first: persistent compile cache
     mjharness bench --full --json bench.json    # the README's measurement plan
+    mjharness bench --grad [SCENE] --steps 1000 # jax.grad through simulate vs the forward run (RK4)
 
 The measurement is ``mjharness.rollout.bench.bench_report``; exit status 1 when a cell failed.
 """
@@ -32,6 +33,9 @@ def add_parser(sub) -> None:
                    help="the README's measurement plan (pendulum, chain12, humanoid at several batches)")
     p.add_argument("--cache-check", action="store_true",
                    help="also run, per SCENE, two fresh processes against an empty cache (second vs first compile)")
+    p.add_argument("--grad", action="store_true",
+                   help="instead: time and peak memory of jax.grad through simulate vs the forward run (RK4, "
+                        "SCENE default double_pendulum, each --batch, --steps)")
     p.add_argument("--json", metavar="FILE", help="write the report (machine, versions, every figure) to FILE")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     p.set_defaults(func=command, subject=lambda args: "scene(s) " + (" ".join(args.scenes) or "(the bench's)"))
@@ -41,11 +45,28 @@ def command(args) -> int:
     from mjharness.rollout.bench import DEFAULT_PEERS, bench_report, format_table
 
     log = None if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True))
+    if args.grad:
+        return _grad(args, log)
     report = bench_report(scenes=args.scenes, batches=args.batch, steps=args.steps, peers=args.peers or DEFAULT_PEERS,
                           repeats=args.repeats, min_time=args.min_time, record_every=args.record_every,
                           nthread=args.nthread, full=args.full, cache_check=args.cache_check, json_path=args.json,
                           log=log)
     print(format_table(report))
+    if args.json:
+        print(f"\nwrote {args.json}")
+    return 1 if report["errors"] else 0
+
+
+def _grad(args, log) -> int:
+    from mjharness.rollout.bench.command import grad_report
+    from mjharness.rollout.bench.grad import format_grad
+
+    report = grad_report(scenes=args.scenes, batches=args.batch, steps=args.steps, record_every=args.record_every,
+                         repeats=args.repeats, min_time=args.min_time, json_path=args.json, log=log)
+    for rep in report["grad"]:
+        print(format_grad(rep))
+    for e in report["errors"]:
+        print(f"FAILED {e['scene']} batch {e['batch']}: {e['error']}")
     if args.json:
         print(f"\nwrote {args.json}")
     return 1 if report["errors"] else 0

@@ -21,6 +21,8 @@ def add_parser(sub) -> None:
     p.add_argument("--iterations", type=int, default=200)
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--integrator", default=None, help="default: the file's integrator")
+    p.add_argument("--target", default="x", metavar="x|outputs:NAME",
+                   help="what to fit: the file's states (x, default) or a recorded output, e.g. outputs:sensordata")
     p.add_argument("--json-out", default=None)
     p.add_argument("--every", type=int, default=10, help="print every k-th iteration")
     p.set_defaults(func=command, subject=lambda args: f"file {args.file!r}")
@@ -54,7 +56,7 @@ def command(args) -> int:
             print(f"iter {i:4d}  loss {rec['loss']:.4e}  " + "  ".join(parts), flush=True)
 
     res = fit(args.file, args.params, integrator=args.integrator, iterations=args.iterations, lr=args.lr,
-              start=start or None, callback=show)
+              start=start or None, callback=show, target=args.target)
     out = args.json_out or os.path.splitext(args.file)[0] + ".fit.json"
     with open(out, "w") as f:
         json.dump(res, f, indent=1)

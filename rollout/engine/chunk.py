@@ -82,6 +82,7 @@ class ChunkStatic:
     devices: tuple
     outputs: tuple = ()      # adapters.outputs.OutputSpec rows; () = none (the chunk is as without outputs)
     semantics: str = "live"  # "live" | "sampled"
+    remat_step: bool = False # jax.checkpoint each step too (simulate): reverse mode keeps states, not MJX data
 
 
 def _outputs_batched(scene, st: ChunkStatic):
@@ -147,6 +148,7 @@ def _ctrl_at(st: ChunkStatic, u, t, x):
 def chunk_fn(scene, st: ChunkStatic):
     """The Python function of one chunk for the whole batch: ``(WorldState, ChunkInput) -> ChunkOutput``."""
     batched = _advance_world(scene, st)
+    advance = jax.checkpoint(batched) if st.remat_step else batched
     S, R = st.samples, st.record_every
 
     def chunk(state: WorldState, inp: ChunkInput) -> ChunkOutput:
@@ -155,7 +157,7 @@ def chunk_fn(scene, st: ChunkStatic):
 
         def step(s: WorldState, k_u):
             k, u = k_u
-            return WorldState(*batched(*s, k, inp.consts, inp.wids, u, inp.params)), None
+            return WorldState(*advance(*s, k, inp.consts, inp.wids, u, inp.params)), None
 
         def sample(s: WorldState, ks_us):
             s, _ = jax.lax.scan(step, s, ks_us)

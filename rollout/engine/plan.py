@@ -23,6 +23,7 @@ import mujoco
 import numpy as np
 
 from mjharness.adapters import MjScene
+from mjharness.adapters.mujoco_backend import BackendError
 from mjharness.integrators import ContractError, StateLayout, check_pair, resolve_integrator
 from mjharness.integrators.contracts import accepts_carry, integrator_carry_spec, scene_carry_spec
 from mjharness.scenes import load_scene, scene_info
@@ -153,22 +154,44 @@ def _field(m, path: str):
     return obj
 
 
-def check_model_params(scene, params, B: int) -> dict:
+def check_model_params(scene, params, B: int, *, shared: bool = False) -> dict:
+    """model_params as {path: (B, *field shape) float64 array}, checked before anything compiles.
+
+    Keys are MJX field paths of floating fields. ``shared=False`` (``rollout``): numpy values of shape
+    (B, *field shape). ``shared=True`` (``simulate``): the field's shape (broadcast over worlds) or
+    (B, *shape), values may be tracers (shapes and dtypes checked; concrete ones also for finiteness).
+    """
     if not params:
         return {}
     if not (hasattr(scene, "mjx_model") and hasattr(scene, "with_model")):
         raise RolloutError("model_params needs an MjScene (a model with .mjx_model and .with_model)")
+    if getattr(scene, "backend", "mjx") == "mujoco":
+        raise BackendError(f"model_params {sorted(params)} are MJX model fields set per world; this MjScene has "
+                           f"backend='mujoco' (MuJoCo C, one shared MjModel): use backend='mjx'")
     out = {}
     for name, v in params.items():
+        if not isinstance(name, str):
+            raise RolloutError(f"model_params keys are MJX field paths like 'body_mass' or 'opt.gravity', got {name!r}")
         ref = _field(scene.mjx_model, name)
-        ref_shape = tuple(np.shape(ref))
-        v = np.asarray(v)
-        if v.shape != (B,) + ref_shape:
-            raise RolloutError(f"model_params[{name!r}] must have shape {(B,) + ref_shape} (batch {B} x the field's "
-                               f"shape {ref_shape}), got {v.shape}")
-        if not np.all(np.isfinite(v)):
+        dtype = ref.dtype if isinstance(ref, jax.core.Tracer) else np.asarray(ref).dtype
+        if not np.issubdtype(dtype, np.floating):
+            raise RolloutError(f"model_params[{name!r}]: the field is {dtype}, not a floating field; "
+                               f"only floating fields can be set and differentiated")
+        shape = tuple(np.shape(ref))
+        concrete = not isinstance(v, jax.core.Tracer)
+        v = np.asarray(v) if concrete and not shared else v
+        vs = tuple(jnp.shape(v))
+        if shared and vs == shape:
+            v = jnp.broadcast_to(jnp.asarray(v, jnp.float64), (B,) + shape)
+        elif vs != (B,) + shape:
+            raise RolloutError(
+                f"model_params[{name!r}] must have the field's shape {shape} (shared by all worlds) or {(B,) + shape} "
+                f"(per world, batch {B}), got {vs}" if shared else
+                f"model_params[{name!r}] must have shape {(B,) + shape} (batch {B} x the field's shape {shape}), "
+                f"got {vs}")
+        if concrete and not np.all(np.isfinite(np.asarray(v))):
             raise RolloutError(f"model_params[{name!r}] holds non-finite values")
-        out[name] = v.astype(np.asarray(ref).dtype)
+        out[name] = jnp.asarray(v, jnp.float64) if shared else np.asarray(v, np.float64)
     return out
 
 

@@ -1,0 +1,70 @@
+# ruff: noqa: E401, E402, E501, E702, I001  (a measurement script: path set-up before imports)
+"""backend='warp' vs MuJoCo C mj_step, and raw MJWarp (mjx.step, impl='warp') vs C, on the same worlds.
+Run: python data/backends/warp/warp_measure.py [steps ...]  (CPU; warp helper)."""
+import os
+import sys
+import time
+
+sys.path[:0] = [os.path.dirname(os.path.abspath(__file__)), os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../../tests")]
+import warp; warp.config.quiet = True
+import importlib.metadata as md
+
+import jax
+import jax.numpy as jnp
+import mujoco
+import numpy as np
+from backend_common import C_INTEGRATOR, backend_trajectories, c_trajectories, worlds
+from mujoco import mjx
+
+from mjharness.adapters.mjscene import MjScene
+
+print("mujoco", mujoco.__version__, "mujoco-mjx", md.version("mujoco-mjx"), "warp-lang", warp.__version__,
+      "mujoco-warp(pip)", md.version("mujoco-warp"), "jax", jax.__version__, "x64", jax.config.jax_enable_x64,
+      "device", jax.devices()[0], "naconmax", 48 * 1024, flush=True)
+
+
+def raw_warp(m, method, x0, ctrl, steps):
+    """(T, B, n) and world-steps/s of mjx.step with impl='warp' (MJWarp's own integrator)."""
+    old = m.opt.integrator
+    m.opt.integrator = C_INTEGRATOR[method]
+    try:
+        mm = mjx.put_model(m, impl="warp")
+        d0 = mjx.put_data(m, mujoco.MjData(m), impl="warp", naconmax=48 * 1024)
+    finally:
+        m.opt.integrator = old
+    f32 = d0.qpos.dtype
+
+    def one(x, u):
+        d = d0.replace(qpos=x[:m.nq].astype(f32), qvel=x[m.nq:m.nq + m.nv].astype(f32),
+                       act=x[m.nq + m.nv:].astype(f32), ctrl=u.astype(f32))
+        def body(d, _):
+            d = mjx.step(mm, d)
+            return d, jnp.concatenate([d.qpos, d.qvel, d.act])
+        return jax.lax.scan(body, d, None, length=steps)[1]
+    f = jax.jit(jax.vmap(one))
+    out = np.asarray(f(x0, ctrl))  # compile + run
+    t = time.perf_counter(); out = np.asarray(f(x0, ctrl)); dt = time.perf_counter() - t
+    return np.swapaxes(out, 0, 1).astype(np.float64), x0.shape[0] * steps / dt
+
+
+steps_list = [int(a) for a in sys.argv[1:]] or [100, 1000]
+for name in ["box_on_plane", "humanoid"]:
+    scene = MjScene(name, backend="warp")
+    m = scene.model
+    n = m.nq + m.nv + m.na
+    for steps in steps_list:
+        for batch in ([4, 64] if steps <= 100 else [4]):
+            x0, ctrl = worlds(m, batch)
+            for method in ["euler", "rk4"]:
+                ref = c_trajectories(m, method, x0, ctrl, steps)
+                backend_trajectories(scene, method, x0, ctrl, steps)  # compile
+                t = time.perf_counter()
+                ours = backend_trajectories(scene, method, x0, ctrl, steps)
+                ours_rate = batch * steps / (time.perf_counter() - t)
+                raw, raw_rate = raw_warp(m, method, x0, ctrl, steps)
+                d_ours = np.abs(ours[..., :n] - ref).max()
+                d_raw = np.abs(raw - ref).max()
+                d_or = np.abs(ours[..., :n] - raw).max()
+                print(f"{name:12s} {method:5s} steps {steps:5d} batch {batch:3d}  ours-vs-C {d_ours:.2e}  "
+                      f"MJWarp-vs-C {d_raw:.2e}  ours-vs-MJWarp {d_or:.2e}  |x|max {np.abs(ref).max():.2e}  "
+                      f"ours {ours_rate:8.0f} w-steps/s  MJWarp {raw_rate:8.0f} w-steps/s", flush=True)

@@ -1,0 +1,119 @@
+"""backend='warp' (MJX with impl='warp', the optional extra ``[warp]``) against MuJoCo C ``mj_step``.
+
+Skipped where the extra is not installed (CI). MJWarp computes in float32 only, so our float64 integrators
+on warp dynamics agree with C to float32 round-off, not to 1e-14 as backend='mujoco' does. The bound is
+grounded in raw MJWarp's own agreement with C on the same worlds (``mjx.step`` with impl='warp' data and
+C's integrator, computed here): ours must be within ``FACTOR`` of it plus ``SLACK``. Measured on CPU
+(data/backends/warp/warp_measure.out), 100 steps, 4 worlds, ours-vs-C / MJWarp-vs-C: box_on_plane Euler
+4.2e-7 / 4.2e-7, RK4 3.7e-7 / 4.1e-7.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import mujoco
+import numpy as np
+import pytest
+
+pytest.importorskip("warp")
+from backend_common import C_INTEGRATOR, backend_trajectories, c_trajectories, worlds  # noqa: E402
+from mujoco import mjx  # noqa: E402
+
+from mjharness.adapters import MjScene  # noqa: E402
+from mjharness.adapters.mujoco_backend import BackendError  # noqa: E402
+
+FACTOR, SLACK = 4.0, 2e-6  # float32: eps 1.2e-7 per operation, |x| <= 1 here
+STEPS, BATCH = 100, 4
+
+
+@pytest.fixture(scope="module")
+def box():
+    return MjScene("box_on_plane", backend="warp")
+
+
+def _mjwarp_trajectories(m: mujoco.MjModel, method: str, x0: np.ndarray, ctrl: np.ndarray, steps: int,
+                         naconmax: int) -> np.ndarray:
+    """(T, B, n) from MJWarp's own integrator (``mjx.step``, impl='warp') on the same worlds."""
+    old = m.opt.integrator
+    m.opt.integrator = C_INTEGRATOR[method]
+    try:
+        mm = mjx.put_model(m, impl="warp")
+        d0 = mjx.put_data(m, mujoco.MjData(m), impl="warp", naconmax=naconmax)
+    finally:
+        m.opt.integrator = old
+    f32 = d0.qpos.dtype
+
+    def one(x, u):
+        d = d0.replace(qpos=x[:m.nq].astype(f32), qvel=x[m.nq:m.nq + m.nv].astype(f32),
+                       act=x[m.nq + m.nv:].astype(f32), ctrl=u.astype(f32))
+
+        def body(d, _):
+            d = mjx.step(mm, d)
+            return d, jnp.concatenate([d.qpos, d.qvel, d.act])
+        return jax.lax.scan(body, d, None, length=steps)[1]
+    return np.swapaxes(np.asarray(jax.jit(jax.vmap(one))(x0, ctrl)), 0, 1).astype(np.float64)
+
+
+def test_the_scene_holds_a_warp_model_and_warp_data(box):
+    assert box.mjx_model.impl == mjx.Impl.WARP
+    assert box._template.impl == mjx.Impl.WARP  # MJX's forward refuses a warp model with JAX data
+
+
+@pytest.mark.parametrize("method", ["euler", "rk4"])
+def test_agreement_with_c_is_that_of_mjwarp_itself(box, method):
+    m = box.model
+    n = m.nq + m.nv + m.na
+    x0, ctrl = worlds(m, BATCH)
+    ref = c_trajectories(m, method, x0, ctrl, STEPS)
+    ours = np.abs(backend_trajectories(box, method, x0, ctrl, STEPS)[..., :n] - ref).max()
+    raw = np.abs(_mjwarp_trajectories(m, method, x0, ctrl, STEPS, box._template._impl.naconmax) - ref).max()
+    assert ours <= FACTOR * raw + SLACK, (ours, raw)
+    assert raw < 1e-5, raw  # MJWarp itself is float32-close to C on this scene
+
+
+def test_float64_is_not_honoured_by_the_dynamics_but_the_state_stays_float64(box):
+    assert jax.config.jax_enable_x64
+    x = jnp.asarray(box.x0())
+    d = box.forward(0.0, x)
+    assert x.dtype == jnp.float64 and d.qacc.dtype == jnp.float32  # MJWarp is float32 only
+    r = backend_trajectories(box, "euler", *worlds(box.model, 2), steps=5)
+    assert r.dtype == np.float64
+
+
+def test_many_worlds_share_the_contact_arena_without_overflow(box):
+    """MJWarp allocates ONE contact buffer (naconmax) for all vmapped worlds: 64 boxes must all rest on
+    the plane (with MJX's default naconmax=48 they fell through it: max |dx| 2.26)."""
+    m = box.model
+    x0, ctrl = worlds(m, 64)
+    ref = c_trajectories(m, "euler", x0, ctrl, 50)
+    ours = backend_trajectories(box, "euler", x0, ctrl, 50)[..., :m.nq + m.nv]
+    assert np.abs(ours - ref).max() < 1e-5
+
+
+def test_gradients_are_refused(box):
+    x = jnp.asarray(box.x0())
+    with pytest.raises(BackendError, match="backend=.warp.*differentiate"):
+        jax.grad(lambda x: box.forward(0.0, x).qacc.sum())(x)
+
+
+def test_missing_warp_is_a_clear_error(monkeypatch):
+    import mujoco.mjx.warp as mjx_warp
+    monkeypatch.setattr(mjx_warp, "WARP_INSTALLED", False)
+    with pytest.raises(BackendError, match="warp-lang"):
+        MjScene("box_on_plane", backend="warp")
+
+
+def test_humanoid_one_step_is_mjwarps_own_step():
+    """On humanoid MJWarp itself differs from C by 2.5e-3 after ONE step (its contact/solver path, 1 solver
+    iteration), and both trajectories diverge chaotically after ~10 steps; ours reproduces MJWarp's step to
+    float32 (measured 2.0e-7 Euler, 1.3e-5 RK4 after one step)."""
+    scene = MjScene("humanoid", backend="warp")
+    m = scene.model
+    n = m.nq + m.nv + m.na
+    x0, ctrl = worlds(m, BATCH)
+    ref = c_trajectories(m, "euler", x0, ctrl, 1)
+    ours = backend_trajectories(scene, "euler", x0, ctrl, 1)[..., :n]
+    raw = _mjwarp_trajectories(m, "euler", x0, ctrl, 1, scene._template._impl.naconmax)
+    assert np.abs(ours - raw).max() < 1e-5
+    assert np.abs(ours - ref).max() <= FACTOR * np.abs(raw - ref).max() + SLACK
