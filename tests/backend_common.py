@@ -3,8 +3,11 @@ tests/test_backends.py and the measurement script data/backends/backends_bar.py)
 
 from __future__ import annotations
 
+import jax
+import jax.numpy as jnp
 import mujoco
 import numpy as np
+from mujoco import mjx
 
 from mjharness.adapters import MjScene
 from mjharness.integrators import RK4, ImplicitFast, SemiImplicitEuler
@@ -93,3 +96,33 @@ def bar(scene: MjScene, method: str, steps: int, batch: int) -> dict:
     diff = np.abs(ours - ref).max(axis=(1, 2))
     return {"steps_bounded": n, "diff": float(diff[:n].max()), "ulp_spread": float(spread[:n].max()),
             "diff_first_step": float(diff[0])}
+
+
+def mjwarp_step_fn(m: mujoco.MjModel, method: str, steps: int, naconmax: int):
+    """jit(vmap) of ``steps`` MJWarp steps (``mjx.step``, impl='warp', MuJoCo's own integrator ``method``):
+    ``(x0 (B, n), ctrl (B, nu)) -> (B, T, n)`` float32 trajectories (needs warp-lang)."""
+    old = m.opt.integrator
+    m.opt.integrator = C_INTEGRATOR[method]
+    try:
+        mm = mjx.put_model(m, impl="warp")
+        d0 = mjx.put_data(m, mujoco.MjData(m), impl="warp", naconmax=naconmax)
+    finally:
+        m.opt.integrator = old
+    f32 = d0.qpos.dtype
+
+    def one(x, u):
+        d = d0.replace(qpos=x[:m.nq].astype(f32), qvel=x[m.nq:m.nq + m.nv].astype(f32),
+                       act=x[m.nq + m.nv:].astype(f32), ctrl=u.astype(f32))
+
+        def body(d, _):
+            d = mjx.step(mm, d)
+            return d, jnp.concatenate([d.qpos, d.qvel, d.act])
+        return jax.lax.scan(body, d, None, length=steps)[1]
+    return jax.jit(jax.vmap(one))
+
+
+def mjwarp_trajectories(m: mujoco.MjModel, method: str, x0: np.ndarray, ctrl: np.ndarray, steps: int,
+                        naconmax: int) -> np.ndarray:
+    """(T, B, n) float64 from MJWarp's own integrator on the same worlds as ``c_trajectories``."""
+    out = mjwarp_step_fn(m, method, steps, naconmax)(x0, ctrl)
+    return np.swapaxes(np.asarray(out), 0, 1).astype(np.float64)

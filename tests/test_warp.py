@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-import mujoco
 import numpy as np
 import pytest
 
 pytest.importorskip("warp")
-from backend_common import C_INTEGRATOR, backend_trajectories, c_trajectories, worlds  # noqa: E402
+from backend_common import backend_trajectories, c_trajectories, mjwarp_trajectories, worlds  # noqa: E402
 from mujoco import mjx  # noqa: E402
 
 from mjharness.adapters import MjScene  # noqa: E402
@@ -32,29 +31,6 @@ def box():
     return MjScene("box_on_plane", backend="warp")
 
 
-def _mjwarp_trajectories(m: mujoco.MjModel, method: str, x0: np.ndarray, ctrl: np.ndarray, steps: int,
-                         naconmax: int) -> np.ndarray:
-    """(T, B, n) from MJWarp's own integrator (``mjx.step``, impl='warp') on the same worlds."""
-    old = m.opt.integrator
-    m.opt.integrator = C_INTEGRATOR[method]
-    try:
-        mm = mjx.put_model(m, impl="warp")
-        d0 = mjx.put_data(m, mujoco.MjData(m), impl="warp", naconmax=naconmax)
-    finally:
-        m.opt.integrator = old
-    f32 = d0.qpos.dtype
-
-    def one(x, u):
-        d = d0.replace(qpos=x[:m.nq].astype(f32), qvel=x[m.nq:m.nq + m.nv].astype(f32),
-                       act=x[m.nq + m.nv:].astype(f32), ctrl=u.astype(f32))
-
-        def body(d, _):
-            d = mjx.step(mm, d)
-            return d, jnp.concatenate([d.qpos, d.qvel, d.act])
-        return jax.lax.scan(body, d, None, length=steps)[1]
-    return np.swapaxes(np.asarray(jax.jit(jax.vmap(one))(x0, ctrl)), 0, 1).astype(np.float64)
-
-
 def test_the_scene_holds_a_warp_model_and_warp_data(box):
     assert box.mjx_model.impl == mjx.Impl.WARP
     assert box._template.impl == mjx.Impl.WARP  # MJX's forward refuses a warp model with JAX data
@@ -67,7 +43,7 @@ def test_agreement_with_c_is_that_of_mjwarp_itself(box, method):
     x0, ctrl = worlds(m, BATCH)
     ref = c_trajectories(m, method, x0, ctrl, STEPS)
     ours = np.abs(backend_trajectories(box, method, x0, ctrl, STEPS)[..., :n] - ref).max()
-    raw = np.abs(_mjwarp_trajectories(m, method, x0, ctrl, STEPS, box._template._impl.naconmax) - ref).max()
+    raw = np.abs(mjwarp_trajectories(m, method, x0, ctrl, STEPS, box._template._impl.naconmax) - ref).max()
     assert ours <= FACTOR * raw + SLACK, (ours, raw)
     assert raw < 1e-5, raw  # MJWarp itself is float32-close to C on this scene
 
@@ -114,6 +90,6 @@ def test_humanoid_one_step_is_mjwarps_own_step():
     x0, ctrl = worlds(m, BATCH)
     ref = c_trajectories(m, "euler", x0, ctrl, 1)
     ours = backend_trajectories(scene, "euler", x0, ctrl, 1)[..., :n]
-    raw = _mjwarp_trajectories(m, "euler", x0, ctrl, 1, scene._template._impl.naconmax)
+    raw = mjwarp_trajectories(m, "euler", x0, ctrl, 1, scene._template._impl.naconmax)
     assert np.abs(ours - raw).max() < 1e-5
     assert np.abs(ours - ref).max() <= FACTOR * np.abs(raw - ref).max() + SLACK
