@@ -29,13 +29,10 @@ from mjharness.integrators.contracts import accepts_carry, integrator_carry_spec
 from mjharness.scenes import load_scene, scene_info
 
 from .. import h5
+from ..errors import RolloutError
 
 DEFAULT_CHUNK_SAMPLES = 100   # samples per chunk when ``chunk`` is not given ...
 DEFAULT_CHUNK_STEPS = 1000    # ... but at least this many steps
-
-
-class RolloutError(ValueError):
-    """Bad rollout input (raised before anything is compiled or written); names the offending value."""
 
 
 @dataclass
