@@ -75,7 +75,7 @@ def sensor_table(m: mujoco.MjModel) -> list[dict]:
         objtype = mujoco.mjtObj(int(m.sensor_objtype[i]))
         obj = mujoco.mj_id2name(m, objtype, int(m.sensor_objid[i])) if m.sensor_objid[i] >= 0 else ""
         rows.append(dict(name=mujoco.mj_id2name(m, _OBJ.mjOBJ_SENSOR, i) or f"sensor{i}",
-                         type=mujoco.mjtSensor(int(m.sensor_type[i])).name[8:].lower(),
+                         type=mujoco.mjtSensor(int(m.sensor_type[i])).name[7:].lower(),
                          object=f"{objtype.name[6:].lower()}:{obj or int(m.sensor_objid[i])}",
                          adr=int(m.sensor_adr[i]), dim=int(m.sensor_dim[i]),
                          cutoff=float(m.sensor_cutoff[i]), noise=float(m.sensor_noise[i])))
@@ -120,7 +120,7 @@ def _one(m: mujoco.MjModel, name: str) -> OutputSpec:
             known = [r["name"] for r in sensor_table(m)]
             raise OutputError(f"output {name!r}: no sensor named {sname!r} in the model (sensors: {known})")
         adr, dim = int(m.sensor_adr[i]), int(m.sensor_dim[i])
-        typ = mujoco.mjtSensor(int(m.sensor_type[i])).name[8:].lower()
+        typ = mujoco.mjtSensor(int(m.sensor_type[i])).name[7:].lower()
         return OutputSpec(name, "sensordata", (dim,), index=(adr, dim), units=f"MuJoCo {typ} sensor units (SI)",
                           frame="sensor's (MuJoCo convention)", comps=tuple(str(k) for k in range(dim)))
     if name == "energy":
