@@ -20,6 +20,7 @@ import math
 import numpy as np
 from scipy.special import ellipj, ellipk, ellipkinc
 
+from mjharness.integrators.errors import UserError
 from mjharness.integrators.rotations import mat_to_quat, quat_to_mat, rot
 
 from .reference import SpatialInertia, _as_tensor, principal_axes
@@ -28,7 +29,7 @@ __all__ = ["AnalyticError", "principal_frame", "rigid_symmetric", "symmetric_tor
            "jacobi_flip_times", "ou_moments"]
 
 
-class AnalyticError(ValueError):
+class AnalyticError(UserError, ValueError):
     """The analytic solution does not apply to the given body or initial state (says why)."""
 
 

@@ -25,6 +25,7 @@ import os
 import mujoco
 import numpy as np
 
+from mjharness.integrators.errors import UserError
 from mjharness.integrators.rotations import quat_to_mat, rot
 from mjharness.scenes import _parse as _parse_scene
 from mjharness.scenes import scene_info
@@ -40,7 +41,7 @@ SUPPORTED = {_G.mjGEOM_SPHERE: "sphere", _G.mjGEOM_CAPSULE: "capsule", _G.mjGEOM
 _FROMTO_TYPES = (_G.mjGEOM_CAPSULE, _G.mjGEOM_CYLINDER, _G.mjGEOM_ELLIPSOID, _G.mjGEOM_BOX)
 
 
-class MjcfInertiaError(ValueError):
+class MjcfInertiaError(UserError, ValueError):
     """The inertia of an MJCF body could not be computed (names the source, body and geom)."""
 
 

@@ -23,11 +23,13 @@ import jax.numpy as jnp
 import mujoco
 import numpy as np
 
+from mjharness.integrators.errors import UserError
+
 SEMANTICS = ("live", "sampled")
 _OBJ = mujoco.mjtObj
 
 
-class OutputError(ValueError):
+class OutputError(UserError, ValueError):
     """A bad output name or semantics; names the offending output."""
 
 

@@ -25,6 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from mjharness.integrators.errors import UserError
 from mjharness.integrators.rotations import quat_dot, quat_integrate, quat_normalize, quat_to_mat
 from mjharness.scenes import settings  # noqa: F401  (float64 before any array exists)
 
@@ -37,7 +38,7 @@ __all__ = [
 # ----------------------------------------------------------------------------------------------------
 # errors: one class per way an inertia can be invalid (all ValueError)
 
-class InertiaError(ValueError):
+class InertiaError(UserError, ValueError):
     """A SpatialInertia could not be built from the given values."""
 
 
@@ -57,7 +58,7 @@ class IndefiniteInertiaError(InertiaError):
     """The inertia tensor is not positive-definite."""
 
 
-class StateShapeError(ValueError):
+class StateShapeError(UserError, ValueError):
     """A free-body state, wrench or gravity has the wrong shape."""
 
 

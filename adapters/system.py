@@ -36,6 +36,7 @@ import numpy as np
 from mujoco import mjx
 
 from mjharness.integrators import StateError, StateLayout, StateRegistry
+from mjharness.integrators.errors import UserError
 
 from . import noise as _noise
 from . import system_noise as _sn
@@ -46,7 +47,7 @@ class SystemSpecError(StateError):
     """A System was declared or used wrongly; the message names the model, state or coupling."""
 
 
-class OffsetTypeError(TypeError):
+class OffsetTypeError(UserError, TypeError):
     """A registry-local offset was given where an integrator-global one is expected, or vice versa."""
 
 

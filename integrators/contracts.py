@@ -31,6 +31,7 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
+from .errors import UserError
 from .state import StateLayout
 
 
@@ -71,7 +72,7 @@ class AdaptiveIntegrator(Protocol):
     def advance(self, scene, t, x, t_end, ctrl=None, *, carry=None): ...
 
 
-class ContractError(TypeError):
+class ContractError(UserError, TypeError):
     """A model or integrator lacks what the other needs; the message names both and the missing part."""
 
 

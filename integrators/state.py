@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .errors import UserError
+
 UPDATE_KINDS = ("euclidean", "quaternion", "quaternion_qdot")
 # Old names that still work, with a DeprecationWarning: "quaternion_highorder" was not higher order.
 DEPRECATED_UPDATES = {"quaternion_highorder": "quaternion_qdot"}
@@ -39,7 +41,7 @@ def canonical_update(kind: str, stacklevel: int = 3) -> str:
 ERROR_CONTROLS = ("state", "component")
 
 
-class StateError(ValueError):
+class StateError(UserError, ValueError):
     """A state was declared, registered, read or written inconsistently."""
 
 

@@ -11,6 +11,7 @@ import mujoco
 
 from . import compat
 from .compat import check_mjx_trace
+from .errors import LOAD_CODES, SceneError
 from .topology import (
     TopologyError,
     Tree,
@@ -26,28 +27,6 @@ __all__ = ["load_scene", "list_scenes", "scene_path", "parse_spec", "scene_info"
            "SceneInfo", "check_mjx_trace", "LOAD_CODES"]
 __all__ += ["body_tree", "cutjoints", "aggregation_tree_asd", "supernodes", "Tree", "TopologyError",
             "topology_report", "format_topology"]  # topology (issue 19)
-
-
-# Stable codes of load failures that are not MJX's (those are compat.CODES); every SceneError has one.
-LOAD_CODES = {
-    "SCENE_NOT_FOUND": "no such file, and no bundled scene of that name",
-    "SCENE_SOURCE_INVALID": "not a path, an XML string, a bundled name or an MjModel",
-    "MJCF_PARSE_FAILED": "MuJoCo's MJCF parser refused the file or string (its message says why)",
-    "MJCF_COMPILE_FAILED": "MuJoCo's compiler refused the model (its message says why: a missing asset, ...)",
-    "SCENE_OPTION_INVALID": "a load_scene option (mjx=, unsupported_contacts=) has a value outside its set",
-    "MJX_ADAPT_INTERNAL": "internal error: an MJX adaptation left the model invalid (please report)",
-}
-
-
-class SceneError(ValueError):
-    """An MJCF scene could not be loaded; names the source and carries MuJoCo's own message, and
-    ``codes``: the stable codes of the reasons (``LOAD_CODES`` or ``compat.CODES``)."""
-
-    def __init__(self, source: str, message: str, codes: tuple[str, ...] = ()):
-        self.source = source
-        self.message = message
-        self.codes = tuple(codes)
-        super().__init__(f"{source}: {message}")
 
 
 @dataclass

@@ -22,7 +22,8 @@ import json
 import mujoco
 import numpy as np
 
-from .mjx_support import (  # noqa: F401  (re-exported: tests and mjx_trace read them here)
+from .errors import SceneError
+from .mjx_support import (  # noqa: F401  (re-exported: tests read them here)
     _DIAGNOSTIC_FLAGS,
     _E,
     _ENUM_CHECKS,
@@ -38,6 +39,7 @@ from .mjx_support import (  # noqa: F401  (re-exported: tests and mjx_trace read
     SUPPORTED_JACOBIANS,
     SUPPORTED_SOLVERS,
     _body_label,
+    _codes,
     _entry,
     _enum_name,
     _geom_ctx,
@@ -46,9 +48,11 @@ from .mjx_support import (  # noqa: F401  (re-exported: tests and mjx_trace read
     _label,
     _name,
     _pair_condim,
+    _refusal_message,
     _unsupported,
     mjx_geom_pairs,
 )
+from .mjx_trace import check_mjx_trace
 
 __all__ = ["CODES", "MODES", "CONTACT_MODES", "apply", "check_mjx", "check_mjx_trace", "mjx_geom_pairs",
            "format_compat_log", "compat_log_to_json", "compat_log_from_json", "is_refused", "require_mjx_compatible"]
@@ -314,8 +318,6 @@ def check_mjx(model: mujoco.MjModel) -> list[dict]:
 def require_mjx_compatible(model: mujoco.MjModel, source: str = "MjModel") -> list[dict]:
     """Raise one ``SceneError`` listing every reason MJX would refuse ``model`` (for an MjModel that did not
     come through ``load_scene``); returns the warnings otherwise. Changes nothing."""
-    from . import SceneError
-
     entries = check_mjx(model)
     errors = [e for e in entries if e["severity"] == "error"]
     if errors:
@@ -503,21 +505,6 @@ def _adapt(spec, m, fixes, exclude_opted, log):
     return pair_entries, why
 
 
-def _refusal_message(errors, fixable, exclude) -> str:
-    lines = [f"MJX cannot run this model ({len(errors)} problem{'s' if len(errors) != 1 else ''}):"]
-    last = None
-    for e in errors:
-        lines.append(f"  - [{e['code']}] {e['message']}")
-        fix = e["context"].get("fix")
-        if fix:
-            lines.append("      fix: as above" if fix == last else f"      fix: {fix}")
-        last = fix
-    if fixable:
-        codes = sorted({e["code"] for e in fixable})
-        lines.append(f"  ({len(fixable)} further problem(s) that mjx=\"adapt\" would fix: {', '.join(codes)})")
-    return "\n".join(lines)
-
-
 def apply(spec, model, source, *, mode="adapt", unsupported_contacts="refuse", need_sensors=False):
     """The ``load_scene`` hook: returns ``(model, log)`` or raises one ``SceneError`` listing every reason.
 
@@ -529,8 +516,6 @@ def apply(spec, model, source, *, mode="adapt", unsupported_contacts="refuse", n
     ``need_sensors`` false, gets the ``sensor`` disable flag (on ``spec`` too, so its XML says so).
     Nothing is changed when it raises.
     """
-    from . import SceneError
-
     if mode not in MODES:
         raise SceneError(source, f"mjx must be one of {MODES}, got {mode!r}", codes=("SCENE_OPTION_INVALID",))
     if unsupported_contacts not in CONTACT_MODES:
@@ -544,8 +529,6 @@ def apply(spec, model, source, *, mode="adapt", unsupported_contacts="refuse", n
 
 
 def _apply_checks(spec, model, source, mode, exclude):
-    from . import SceneError
-
     entries = check_mjx(model)
     errors = [e for e in entries if e["severity"] == "error"]
     warnings = [e for e in entries if e["severity"] != "error"]
@@ -576,17 +559,6 @@ def _apply_checks(spec, model, source, mode, exclude):
         raise SceneError(source, "internal error: after adaptation MJX would still refuse the model:\n"
                          + _refusal_message(left, [], exclude), codes=("MJX_ADAPT_INTERNAL",) + _codes(left))
     return new, log + [e for e in check_mjx(new) if e["severity"] != "error"]
-
-
-def check_mjx_trace(model, source="MjModel", *, need_sensors=False, adapt=True, cache=True):
-    """Trace ``mjx.forward`` abstractly; ``(model for MJX, log)`` or one ``SceneError`` (``scenes/mjx_trace.py``)."""
-    from .mjx_trace import check_mjx_trace as check
-
-    return check(model, source, need_sensors=need_sensors, adapt=adapt, cache=cache)
-
-
-def _codes(entries) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(e["code"] for e in entries))
 
 
 # ---- presentation and storage ------------------------------------------------------------------------

@@ -101,6 +101,25 @@ def _entry(severity: str, code: str, message: str, fix: str | None = None, **con
     return {"severity": severity, "code": code, "message": message, "context": ctx}
 
 
+def _codes(entries) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(e["code"] for e in entries))
+
+
+def _refusal_message(errors, fixable, exclude) -> str:
+    lines = [f"MJX cannot run this model ({len(errors)} problem{'s' if len(errors) != 1 else ''}):"]
+    last = None
+    for e in errors:
+        lines.append(f"  - [{e['code']}] {e['message']}")
+        fix = e["context"].get("fix")
+        if fix:
+            lines.append("      fix: as above" if fix == last else f"      fix: {fix}")
+        last = fix
+    if fixable:
+        codes = sorted({e["code"] for e in fixable})
+        lines.append(f"  ({len(fixable)} further problem(s) that mjx=\"adapt\" would fix: {', '.join(codes)})")
+    return "\n".join(lines)
+
+
 def _jsonable(v):
     if isinstance(v, dict):
         return {str(k): _jsonable(x) for k, x in v.items()}

@@ -23,7 +23,8 @@ import traceback
 import mujoco
 import numpy as np
 
-from .compat import _codes, _entry, _enum_name, _name, _refusal_message
+from .errors import SceneError
+from .mjx_support import _codes, _entry, _enum_name, _name, _refusal_message
 
 __all__ = ["check_mjx_trace", "trace_forward", "verdict"]
 
@@ -212,8 +213,6 @@ def check_mjx_trace(model: mujoco.MjModel, source: str = "MjModel", *, need_sens
     ``SceneError`` naming ``source``, with code ``MJX_TRACE_SENSOR`` or ``MJX_TRACE_FAILED``.
     ``cache=False`` traces even when this model was checked before. Nothing is compiled.
     """
-    from . import SceneError
-
     failure = verdict(model, cache=cache)
     if failure is None:
         return model, []

@@ -2,7 +2,8 @@
 or when ``load_scene`` first traces MJX: before any array exists.
 
 They live in the bottom layer so that the scene loader's MJX trace check can apply them without
-importing upward; ``mjharness.scenes`` itself does not import JAX until a trace is asked for.
+importing upward; ``mjharness.scenes`` changes no JAX setting until a trace is asked for (it imports JAX
+only through ``mjharness.integrators``, whose error base classes it uses).
 
 - float64 by default (``MJHARNESS_X64=0`` for float32): MuJoCo C is float64, and the cross-checks
   against it are at 1e-12.

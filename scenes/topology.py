@@ -17,11 +17,13 @@ from dataclasses import dataclass, field
 
 import mujoco
 
+from mjharness.integrators.errors import UserError
+
 __all__ = ["Tree", "TopologyError", "Supernode", "body_tree", "cutjoints", "equality_report",
            "aggregation_tree_asd", "region_tree", "decompose", "supernodes", "topology_report", "format_topology"]
 
 
-class TopologyError(ValueError):
+class TopologyError(UserError, ValueError):
     """A tree or a cutjoint collection is malformed; the message names the offending node or cutjoint."""
 
 

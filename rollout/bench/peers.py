@@ -36,6 +36,8 @@ from __future__ import annotations
 import os
 import time
 
+from mjharness.integrators.errors import UserError
+
 from .timing import Peer, cache_counts, cache_word, compile_timed, device_peak, result_row, timed, warm, xla_peak
 
 __all__ = ["RAW_PEERS", "ENGINE_PEERS", "DEFAULT_PEERS", "REFERENCE", "NATIVE", "BenchError", "peer_names",
@@ -51,7 +53,7 @@ REFERENCE = "mjx_step"
 NATIVE = "mujoco_rollout"
 
 
-class BenchError(ValueError):
+class BenchError(UserError, ValueError):
     """Bad bench input (unknown peer, batch < 1, ...); names the offending value."""
 
 

@@ -15,10 +15,12 @@ import sys
 import textwrap
 import traceback
 
+from mjharness.integrators.errors import UserError
+
 __all__ = ["CliError", "is_user_error", "user_message", "origin", "explain"]
 
 
-class CliError(ValueError):
+class CliError(UserError, ValueError):
     """A user error found by the command line itself (a bad option combination, a missing state)."""
 
 

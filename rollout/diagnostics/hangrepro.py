@@ -39,6 +39,7 @@ from jax.sharding import AxisType, NamedSharding, PartitionSpec
 from mujoco import mjx
 
 import mjharness.scenes.settings  # noqa: F401 - float64, the XLA:CPU flag and the caches, as users get them
+from mjharness.integrators.errors import UserError
 from mjharness.scenes import load_scene
 
 from .watchdog import DeviceStallError, Watchdog
@@ -48,7 +49,7 @@ __all__ = ["reproduce", "HangReproError"]
 _SOLVERS = {"newton": mujoco.mjtSolver.mjSOL_NEWTON, "cg": mujoco.mjtSolver.mjSOL_CG}
 
 
-class HangReproError(ValueError):
+class HangReproError(UserError, ValueError):
     """Settings the reproduction cannot run with (names the setting)."""
 
 

@@ -32,6 +32,8 @@ import time
 
 import jax
 
+from mjharness.integrators.errors import FaultError
+
 __all__ = ["DeviceStallError", "Watchdog", "call_with_watchdog", "watchdog_timeout", "DEFAULT_TIMEOUT_S",
            "ENV_VAR"]
 
@@ -44,7 +46,7 @@ _CPU_BUSY_CORES = 0.1
 _COMPILE_FILES = ("compiler.py", "compilation_cache.py", "cache_key.py")
 
 
-class DeviceStallError(RuntimeError):
+class DeviceStallError(FaultError, RuntimeError):
     """A device call made no progress for ``timeout_s`` seconds; names its context (scene, batch, step).
 
     The stuck call cannot be cancelled: its worker thread is abandoned (a daemon) and the process

@@ -21,6 +21,7 @@ from mjharness.adapters.analytic import (
     rigid_symmetric,
     symmetric_torque_omega,
 )
+from mjharness.integrators.errors import UserError
 from mjharness.scenes import load_scene
 
 from .invariants import recorded_invariants
@@ -28,7 +29,7 @@ from .mujoco_peer import mujoco_peer_trajectory
 from .recorded import abs_diff
 
 
-class CaseError(ValueError):
+class CaseError(UserError, ValueError):
     """A case file is missing or malformed, or a case cannot run (names the case)."""
 
 

@@ -8,10 +8,11 @@ from dataclasses import dataclass
 import mujoco
 import numpy as np
 
+from mjharness.integrators.errors import UserError
 from mjharness.rollout.h5 import RolloutFileError, open_rollout
 
 
-class CrossCheckError(ValueError):
+class CrossCheckError(UserError, ValueError):
     """The file cannot be cross-checked as asked (names the file and the reason)."""
 
 
