@@ -17,6 +17,9 @@ only through ``mjharness.integrators``, whose error base classes it uses).
   "Failed to import warp: No module named 'warp'" (and the same for mujoco_warp) on every import
   when its Warp backend is not installed; we never use that backend. Any other output of the
   import passes through unchanged.
+- XLA's known-false log lines on loading a cached executable (``E... cpu_aot_loader.cc ... SIGILL`` on
+  AVX-512 hosts, ``pjrt_executable.cc`` "Assume version compatibility") filtered from file descriptor 2
+  (``xla_log``); every other line passes; ``MJHARNESS_XLA_LOG=all`` keeps them.
 
 The model-independent layer (``mjharness.integrators``) changes no global setting: a user who only
 uses it keeps JAX's own defaults.
@@ -32,6 +35,8 @@ import sys
 import warnings
 
 import jax
+
+from . import xla_log
 
 __all__ = ["XLA_CPU_FLAG", "cache_dir", "export_dir", "configure"]
 
@@ -110,6 +115,8 @@ def configure() -> None:
     jax.config.update("jax_enable_x64", not _off("MJHARNESS_X64"))
     _compilation_cache()
     _import_mjx()
+    # Library users get the CLI's stderr: without XLA's known-false lines on loading cached executables.
+    xla_log.install()
 
 
 configure()

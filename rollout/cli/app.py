@@ -68,4 +68,6 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if program and not args.debug:
         xla_log.install()
+    elif program:
+        xla_log.uninstall()  # --debug: every XLA line (importing mjharness installed the filter)
     return dispatch(args)
