@@ -11,23 +11,25 @@ The rebuilt scene has the same state layout, so the peer starts from the same ro
 
 from __future__ import annotations
 
+from .engine_peer import engine_peer, scene_scheme
+
+# The constructor options of each backend peer (``threads``: MuJoCo C's thread pool, as mujoco.rollout's).
+PEER_OPTIONS = {"backend_mujoco": lambda nthread: {"threads": nthread}, "backend_warp": lambda nthread: {}}
+
 
 def backend_scene(scene, name, nthread=None):
     """``scene``'s model as an MjScene with the backend the peer ``name`` names."""
     from mjharness.adapters import MjScene
 
     backend = name.removeprefix("backend_")
-    threads = nthread if backend == "mujoco" else None
     return MjScene(scene.model, quaternion_update=getattr(scene, "quaternion_update", "quaternion"),
-                    backend=backend, threads=threads)
+                   backend=backend, **PEER_OPTIONS[name](nthread))
 
 
 def setup_backend_peer(name, scene, x0, *, steps, dt, nthread=None):
-    from .peers import _engine_peer, scene_scheme
-
     other = backend_scene(scene, name, nthread)
     integ = scene_scheme(other) or "semi_implicit_euler"
     threads = getattr(getattr(other, "_host", None), "threads", None)
-    return _engine_peer(name, other, x0, integ=integ, dt=dt, steps=steps, record_every=steps, chunk=steps,
+    return engine_peer(name, other, x0, integ=integ, dt=dt, steps=steps, record_every=steps, chunk=steps,
                         sample=0, chained=True, clock="run_s",
                         extra=lambda stats: dict(backend=other.backend, scheme=integ, threads=threads))

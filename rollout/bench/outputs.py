@@ -7,6 +7,8 @@ is the price of the outputs: one ``mjx.forward`` per recorded row and world, plu
 
 from __future__ import annotations
 
+from .engine_peer import engine_peer
+
 BENCH_OUTPUTS = ("sensordata", "xpos")
 
 
@@ -17,13 +19,11 @@ def outputs_for(scene) -> tuple:
 
 
 def setup_outputs_peer(name, scene, x0, *, steps, dt, record_every, run_steps):
-    from .peers import _engine_peer
-
     outs = outputs_for(scene)
 
     def extra(stats):
         return dict(record_every=record_every, chunk=stats[0]["chunk"], outputs=list(outs),
                     engine_run_s=[s["run_s"] for s in stats[1:]])
 
-    return _engine_peer(name, scene, x0, integ=None, dt=dt, steps=run_steps, record_every=record_every,
+    return engine_peer(name, scene, x0, integ=None, dt=dt, steps=run_steps, record_every=record_every,
                         sample=steps // record_every - 1, chained=False, clock="wall", extra=extra, outputs=outs)

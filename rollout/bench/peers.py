@@ -38,7 +38,10 @@ import time
 
 from mjharness.integrators.errors import UserError
 
-from .timing import Peer, cache_counts, cache_word, compile_timed, device_peak, result_row, timed, warm, xla_peak
+from .backends import setup_backend_peer
+from .engine_peer import engine_peer, integrators, scene_scheme
+from .outputs import setup_outputs_peer
+from .timing import Peer, compile_timed, device_peak, result_row, timed, warm, xla_peak
 
 __all__ = ["RAW_PEERS", "ENGINE_PEERS", "DEFAULT_PEERS", "REFERENCE", "NATIVE", "BenchError", "peer_names",
            "check_peers", "check_counts", "scene_scheme", "same_scheme", "setup_peer", "native_states"]
@@ -57,16 +60,10 @@ class BenchError(UserError, ValueError):
     """Bad bench input (unknown peer, batch < 1, ...); names the offending value."""
 
 
-def _integrators() -> dict:
-    from mjharness.integrators import INTEGRATORS
-
-    return INTEGRATORS
-
-
 def peer_names() -> tuple[str, ...]:
     """Every peer a cell can run: the raw and engine peers, then the registered integrators."""
     fixed = RAW_PEERS + ENGINE_PEERS + OUTPUT_PEERS + BACKEND_PEERS
-    return fixed + tuple(n for n in sorted(_integrators()) if n not in fixed)
+    return fixed + tuple(n for n in sorted(integrators()) if n not in fixed)
 
 
 def check_peers(peers) -> None:
@@ -82,18 +79,6 @@ def check_counts(**counts) -> None:
     for k, v in counts.items():
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise BenchError(f"{k} must be an int >= 1, got {v!r}")
-
-
-def scene_scheme(scene) -> str | None:
-    """Registry name of the scene's own integrator (``MjScene.default_integrator``: what
-    ``rollout(scene, None)`` runs); None when the scene names a scheme no registered integrator steps."""
-    from mjharness.integrators import ContractError
-
-    try:
-        name = getattr(scene, "default_integrator", None)
-    except ContractError:
-        return None
-    return name if name in _integrators() else None
 
 
 def same_scheme(scene) -> tuple[str, ...]:
@@ -220,60 +205,9 @@ def _setup_native(scene, x0, steps, nthread=None) -> Peer:
 
 # -- through rollout() ------------------------------------------------------------------------------
 
-def _engine_peer(name, scene, x0, *, integ, dt, steps, record_every, sample, chained, clock, extra,
-                 chunk=None, out=None, outputs=None) -> Peer:
-    """A peer whose call is one ``rollout()`` of ``steps`` steps from the state (x, t0).
-
-    ``sample``: which recorded sample of the warm-up call is the state after the cell's steps (the
-    agreement check). ``chained``: the next call starts where this one ended (else every call starts
-    from x0: a whole run as a user makes it). ``clock``: ``"run_s"`` times the engine's compiled chunk
-    calls and their host transfer, ``"wall"`` the whole ``rollout()`` call. ``extra(stats)``: the
-    peer's own fields of its result row.
-    """
-    from mjharness.rollout import rollout
-    from mjharness.rollout.engine import integrator_config
-
-    stats, firsts, config = [], [], {}  # every call's stats (the first is the warm-up: it compiled)
-
-    def call(state):
-        x, t0 = state
-        t = time.perf_counter()
-        r = rollout(scene, integ, dt=dt, steps=steps, x0=x, t0=t0, record_every=record_every, chunk=chunk,
-                    out=out, overwrite=True, progress=False, keep=out is None, outputs=outputs)
-        wall = time.perf_counter() - t
-        stats.append(r.stats)
-        if not firsts:
-            firsts.append(r.x[sample])
-            config.update(integrator_config(r.integrator))
-        nxt = (r.x[-1], t0 + steps * dt) if chained else state
-        return nxt, (r.stats["run_s"] if clock == "run_s" else wall)
-
-    def close():
-        if out and os.path.exists(out):
-            os.remove(out)
-
-    counts = cache_counts()
-    try:
-        state, _, warm_s = warm(call, (x0, 0.0))
-    except BaseException:
-        close()
-        raise
-    # The warm-up compiled, or reused this process's function (then compile_s is 0: no figure).
-    cache = "in-process" if stats[0]["trace_cache"] == "in-process" else cache_word(*counts)
-
-    def finish(times, _):
-        return result_row(name, batch=x0.shape[0], steps=steps, times=times, compile_s=stats[0]["compile_s"],
-                          mem=None, extra=dict(extra(stats), integrator=config, compile_cache=cache,
-                                               finite=all(s["worlds_failed"] == 0 for s in stats)))
-
-    (first,) = firsts
-    return Peer(name, call, state, warm_s, (first[:, scene.qpos_segment], first[:, scene.qvel_segment]),
-                finish, close)
-
-
 def _setup_integrator(scene, x0, steps, name, dt) -> Peer:
     """Registered integrator ``name``: one chunk of ``steps`` per call, only the last state recorded."""
-    return _engine_peer(name, scene, x0, integ=name, dt=dt, steps=steps, record_every=steps, chunk=steps,
+    return engine_peer(name, scene, x0, integ=name, dt=dt, steps=steps, record_every=steps, chunk=steps,
                         sample=0, chained=True, clock="run_s", extra=lambda stats: {})
 
 
@@ -284,7 +218,7 @@ def _setup_engine(name, scene, x0, *, steps, dt, record_every, run_steps, out) -
         return dict(record_every=record_every, chunk=stats[0]["chunk"], engine_run_s=[s["run_s"] for s in stats[1:]],
                     file_bytes=stats[-1]["file_bytes"])
 
-    return _engine_peer(name, scene, x0, integ=None, dt=dt, steps=run_steps, record_every=record_every, out=out,
+    return engine_peer(name, scene, x0, integ=None, dt=dt, steps=run_steps, record_every=record_every, out=out,
                         sample=steps // record_every - 1, chained=False, clock="wall", extra=extra)
 
 
@@ -298,12 +232,8 @@ def setup_peer(name, scene, x0, *, steps, dt, record_every=10, nthread=None, run
     if name == NATIVE:
         return _setup_native(scene, x0, steps, nthread)
     if name in BACKEND_PEERS:
-        from .backends import setup_backend_peer
-
         return setup_backend_peer(name, scene, x0, steps=steps, dt=dt, nthread=nthread)
     if name in OUTPUT_PEERS:
-        from .outputs import setup_outputs_peer
-
         return setup_outputs_peer(name, scene, x0, steps=steps, dt=dt, record_every=record_every,
                                   run_steps=run_steps or steps)
     if name in ENGINE_PEERS:
