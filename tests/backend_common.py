@@ -1,5 +1,5 @@
 """MuJoCo C mj_step reference trajectories and backend='mujoco' rollouts on the same worlds (shared by
-tests/test_backends.py and the measurement script data/backends/backends_bar.py)."""
+tests/test_backends.py and the measurement script scripts/backends/backends_bar.py)."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ Euler / RK4 / implicitfast integrator to <= 1e-12 (the warm start threaded throu
 contact scenes match too). Over 1000 steps every bundled scene is checked against C's own sensitivity:
 a contact scene amplifies one-ulp differences by orders of magnitude, so the bound is
 max(1e-12, 20 x the distance between C's trajectory and C's trajectories from x0 moved one ulp). The
-batch-64 table, public MJCFs included, is data/backends/ (its script is data/backends/backends_bar.py).
+batch-64 table, public MJCFs included, is data/backends/ (its script is scripts/backends/backends_bar.py).
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 # ruff: noqa: E401, E402, E501, E702, I001  (a measurement script: path set-up before imports)
 """backend='warp' vs MuJoCo C mj_step, and raw MJWarp (mjx.step, impl='warp') vs C, on the same worlds.
-Run: python data/backends/warp/warp_measure.py [steps ...]  (CPU; warp helper)."""
+Run: python scripts/backends/warp/warp_measure.py [steps ...]  (CPU; warp helper); its output is
+data/backends/warp/warp_measure.out."""
 import os
 import sys
 import time

@@ -2,7 +2,9 @@
 against MuJoCo C's own mj_step (Euler / RK4 / implicitfast), 1000 steps, batch 64, next to C's own
 spread under one-ulp changes of x0 (tests/backend_common.bar). Usage:
 
-    PYTHONPATH=tests python data/backends/backends_bar.py OUT.json [scene name or MJCF path ...]
+    PYTHONPATH=tests python scripts/backends/backends_bar.py OUT.json [scene name or MJCF path ...]
+
+Its tables are data/backends/bar_bundled.json and bar_public.json.
 """
 import json
 import sys
