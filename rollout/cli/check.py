@@ -22,11 +22,14 @@ def add_parser(sub) -> None:
     p.add_argument("file")
     p.add_argument("--reference", default="model", help="'model' (default), 'mujoco' or a reference rollout file")
     p.add_argument("--fields", nargs="+", help="states to compare (layout names, qpos, qvel); default all")
-    p.add_argument("--tol", nargs="+", metavar="TOL|FIELD=TOL", help="max allowed |diff| (one value or per field)")
+    p.add_argument("--tol", nargs="+", metavar="TOL|FIELD=TOL",
+                   help="max allowed |diff| (one value or per field); default: documented tolerances per field "
+                        "kind (docs/files.md), tight against MuJoCo C on the file's own scheme")
     p.add_argument("--energy-tol", type=float, help="max allowed |E(t) - E(0)|")
     p.add_argument("--momentum-tol", type=float, help="max allowed |L(t) - L(0)| (about the centre of mass)")
-    p.add_argument("--mujoco-integrator", default="RK4", choices=("RK4", "Euler", "implicit", "implicitfast"),
-                   help="integrator of the MuJoCo C peer (--reference mujoco)")
+    p.add_argument("--mujoco-integrator", default=None, choices=("RK4", "Euler", "implicit", "implicitfast"),
+                   help="integrator of the MuJoCo C peer (--reference mujoco); default the file's own scheme "
+                        "(semi_implicit_euler: Euler, rk4: RK4, implicit_fast: implicitfast; others: RK4)")
     p.add_argument("--ref-dt", type=float, default=1e-3,
                    help="longest step of the reference model (the file's dt is split into equal substeps; 1e-3)")
     p.add_argument("--no-invariants", action="store_true", help="skip energy/momentum")

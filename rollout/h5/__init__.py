@@ -3,10 +3,13 @@
 ``format``: constants, ``FileSpec``, the file's layout and attribute encoding; ``layout``: the
 ``/layout`` table <-> ``StateLayout`` and the carry's rows and flat vector; ``model``: the lossless
 binary model, its digest, rebuilding and comparing models; ``writer``: creating, extending and the
-streaming writer thread; ``reader``: ``open_rollout`` / ``RolloutFile``.
+streaming writer thread (SWMR); ``reader``: ``open_rollout`` / ``RolloutFile``; ``errors``: the named
+errors; ``lock``: one writer per file; ``digest``: the content digest; ``superblock``: reopening a file a
+killed writer left; ``integrity``: ``verify``. See docs/files.md.
 """
 
-from .format import FORMAT, FORMAT_VERSION, FileSpec, RolloutFileError, decode_attr
+from .errors import CorruptFileError, FileInUseError, FileNotReadyError, RolloutFileError, RolloutWriteError
+from .format import FORMAT, FORMAT_VERSION, FileSpec, decode_attr
 from .layout import (
     CARRY_UPDATE,
     carry_dict,
@@ -16,11 +19,14 @@ from .layout import (
     layout_from_table,
     layout_table,
 )
+from .lock import FileLock, check_not_in_use
 from .model import model_differences, model_fields, model_from_mjb, model_mjb, model_sha256
 from .reader import RolloutFile, open_rollout
-from .writer import RolloutWriter, create_rollout_file, extend_rollout_file
+from .writer import RolloutWriter, create_rollout_file, extend_rollout_file, open_for_write
 
 __all__ = ["RolloutWriter", "RolloutFile", "open_rollout", "create_rollout_file", "extend_rollout_file",
            "layout_table", "layout_from_table", "carry_layout_from_table", "carry_size", "carry_vector",
            "carry_dict", "CARRY_UPDATE", "model_mjb", "model_sha256", "model_from_mjb", "model_fields",
-           "model_differences", "decode_attr", "FileSpec", "RolloutFileError", "FORMAT", "FORMAT_VERSION"]
+           "model_differences", "decode_attr", "FileSpec", "RolloutFileError", "FORMAT", "FORMAT_VERSION",
+           "CorruptFileError", "FileInUseError", "FileNotReadyError", "RolloutWriteError", "FileLock",
+           "check_not_in_use", "open_for_write"]

@@ -33,12 +33,20 @@ import h5py
 import mujoco
 import numpy as np
 
+from .errors import RolloutFileError  # noqa: F401 - re-exported: where callers have always imported it
+
 FORMAT = "mjharness-rollout"
 FORMAT_VERSION = 1
 
 
-class RolloutFileError(ValueError):
-    """A rollout file is missing, not a rollout file, or does not fit the requested run; names the file."""
+# Files written since the integrity change (``integrity`` root attribute): every chunked dataset carries
+# HDF5's Fletcher-32 checksum, ``content_sha256`` digests the model and the settings, ``/progress`` is
+# the SWMR-safe [samples, complete] pair that readers trust. Older files have none of them and still open.
+INTEGRITY = 1
+CHECKSUM = dict(fletcher32=True)
+# Root attributes that change during a file's life (a resume grows ``steps``; a join sets ``batch`` and
+# ``shards`` and recomputes the digest): left out of the settings digest.
+VOLATILE_ATTRS = ("samples", "complete", "steps", "content_sha256")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -103,15 +111,31 @@ def compression_kwargs(compression) -> dict:
     return dict(compression=compression, shuffle=True)
 
 
+def _largest_divisor_at_most(m: int, cap: int) -> int:
+    return max(d for d in range(1, max(1, min(m, cap)) + 1) if m % d == 0)
+
+
 def chunks(T: int, B: int, n: int, time_chunk: int) -> tuple[int, int, int]:
-    """HDF5 chunk shape of a (T, B, n) dataset: at most about 1 MiB, the time extent following the
-    engine's chunk so one write touches whole HDF5 chunks."""
+    """HDF5 chunk shape of a (T, B, n) dataset: at most about 1 MiB, the time extent a divisor of the
+    engine's chunk so every write covers whole HDF5 chunks (a checksummed chunk is never read back to
+    be patched, and a resume never reads a chunk a failed write left half-written)."""
     nb = max(1, min(B, (1 << 20) // max(1, 8 * n)))
-    nt = max(1, min(max(T, 1), time_chunk, (1 << 20) // max(1, 8 * n * nb)))
-    return nt, nb, max(n, 1)
+    cap = max(1, min(max(T, 1), (1 << 20) // max(1, 8 * n * nb)))
+    nt = _largest_divisor_at_most(max(time_chunk, 1), cap)
+    return (nt if 4 * nt >= cap else cap), nb, max(n, 1)  # a prime engine chunk: not 1-sample HDF5 chunks
 
 
 def create_samples_dataset(f: h5py.File, name: str, shape: tuple, chunk: tuple, compression) -> None:
     """A (T, B, n) float64 dataset growable along T, unwritten samples NaN (``/x``, ``/carry``)."""
     f.create_dataset(name, shape=shape, maxshape=(None,) + tuple(shape[1:]), dtype="f8", chunks=chunk,
-                     fillvalue=np.nan, **compression_kwargs(compression))
+                     fillvalue=np.nan, **compression_kwargs(compression), **CHECKSUM)
+
+
+def create_small(g, name: str, data) -> h5py.Dataset:
+    """A small fixed-size dataset (x0, statuses, the layout table, the binary model) as one checksummed
+    chunk; empty or scalar data (which HDF5 cannot chunk) as is."""
+    data = np.asarray(data)
+    if data.ndim == 0 or data.size == 0 or data.dtype.kind == "O":
+        return g.create_dataset(name, data=data)
+    return g.create_dataset(name, data=data, chunks=data.shape, **CHECKSUM)
+

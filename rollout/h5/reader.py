@@ -1,4 +1,12 @@
-"""Reading a rollout file: ``open_rollout(path)`` -> ``RolloutFile`` (also while it is being written)."""
+"""Reading a rollout file: ``open_rollout(path)`` -> ``RolloutFile`` (also while it is being written).
+
+Files are opened as SWMR readers (``libver="latest"``, ``swmr=True``; files in the older format
+without), without HDF5's file lock. Every read refreshes ``/progress`` first, then the dataset, and
+reads rows ``[0, samples)``: a consistent prefix at any moment. A read that hits a chunk whose
+Fletcher-32 checksum fails raises ``CorruptFileError`` naming the dataset and the chunk; a file that
+cannot be read at this instant (being created, or between two steps of its writer) raises
+``FileNotReadyError``, which says to retry.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +19,8 @@ import numpy as np
 
 from mjharness.integrators import StateError, StateLayout
 
-from .format import FORMAT, RolloutFileError, decode_attr
+from .errors import CorruptFileError, FileNotReadyError, RolloutFileError
+from .format import FORMAT, decode_attr
 from .layout import carry_dict, carry_layout_from_table, carry_size, layout_from_table
 from .model import asset_name, model_from_mjb, model_from_xml
 
@@ -34,15 +43,16 @@ class RolloutFile:
         path = os.fspath(path)
         if not os.path.isfile(path):
             raise RolloutFileError(f"{path}: no such file")
+        self.path = path
+        self._f, self._swmr = open_h5(path)
         try:
-            # No HDF5 file lock: a reader must be able to open a file a running rollout is writing.
-            self._f = h5py.File(path, "r", locking=False)
+            fmt = decode_attr(self._f.attrs.get("format"))
         except OSError as e:
-            raise RolloutFileError(f"{path}: not a readable HDF5 file ({e})") from None
-        if decode_attr(self._f.attrs.get("format")) != FORMAT:
+            self._f.close()
+            raise CorruptFileError(f"{path}: the root attributes do not read ({e})", path=path, dataset="/") from None
+        if fmt != FORMAT:
             self._f.close()
             raise RolloutFileError(f"{path}: not an mjharness rollout file (no format={FORMAT!r} attribute)")
-        self.path = path
         self._layout = None
         self._carry_layout = None
 
@@ -66,15 +76,47 @@ class RolloutFile:
                 except ValueError:
                     pass
             out[k] = v
+        if "progress" in self._f:
+            out["samples"], out["complete"] = self.samples, self.complete
         return out
+
+    def _progress(self) -> tuple[int, bool]:
+        """(samples, complete): ``/progress`` (refreshed; the writer publishes it last) or, in files written
+        before it, the root attributes."""
+        if "progress" not in self._f:
+            return int(self._f.attrs["samples"]), bool(self._f.attrs["complete"])
+        p = self.read("progress")
+        return int(p[0]), bool(p[1])
 
     @property
     def samples(self) -> int:
-        return int(self._f.attrs["samples"])
+        return self._progress()[0]
 
     @property
     def complete(self) -> bool:
-        return bool(self._f.attrs["complete"])
+        return self._progress()[1]
+
+    @property
+    def checksummed(self) -> bool:
+        """Whether the file was written with chunk checksums and a content digest (``integrity`` attribute)."""
+        return "integrity" in self._f.attrs
+
+    def read(self, name: str, sel=()) -> np.ndarray:
+        """``/name[sel]``, refreshed under SWMR; a failed read raises ``CorruptFileError`` (naming the dataset
+        and the chunk) or, for a file still being written, ``FileNotReadyError``."""
+        try:
+            ds = self._f[name]
+            if self._swmr and not ds.is_virtual:
+                ds.refresh()
+            return ds[sel]
+        except OSError as e:
+            raise read_error(self.path, self._f, name, sel, e, live=self._live()) from None
+
+    def _live(self) -> bool:
+        try:
+            return not self._progress()[1]
+        except (OSError, RolloutFileError):
+            return True
 
     @property
     def batch(self) -> int:
@@ -82,16 +124,20 @@ class RolloutFile:
 
     @property
     def time(self) -> np.ndarray:
-        return self._f["time"][: self.samples]
+        return self.read("time", np.s_[: self.samples])
 
     @property
     def x(self) -> np.ndarray:
-        return self._f["x"][: self.samples]
+        return self.read("x", np.s_[: self.samples])
 
     def _vds(self, name):
         if name not in self._f:
             raise KeyError(f"{self.path}: no /{name} (the rolled-out model is not a MuJoCo scene)")
-        return self._f[name][: self.samples]
+        if self._swmr:  # read the segment of /x itself: a virtual dataset is not refreshed under SWMR
+            from .writer import _vds_segment
+
+            return self.read("x", np.s_[: self.samples, :, _vds_segment(self._f[name])])
+        return self.read(name, np.s_[: self.samples])
 
     @property
     def qpos(self) -> np.ndarray:
@@ -103,31 +149,31 @@ class RolloutFile:
 
     @property
     def x0(self) -> np.ndarray:
-        return self._f["x0"][()]
+        return self.read("x0")
 
     @property
     def status(self) -> np.ndarray:
-        return self._f["status"][()]
+        return self.read("status")
 
     @property
     def status_step(self) -> np.ndarray:
-        return self._f["status_step"][()]
+        return self.read("status_step")
 
     @property
     def layout(self) -> StateLayout:
         if self._layout is None:
-            self._layout = layout_from_table(self._f["layout"][()])
+            self._layout = layout_from_table(self.read("layout"))
         return self._layout
 
     @property
     def layout_table(self) -> np.ndarray:
-        return self._f["layout"][()]
+        return self.read("layout")
 
     def state(self, name: str) -> np.ndarray:
         """One named state over time: (T, B, *shape)."""
         r = self.layout[name]
-        return self._f["x"][: self.samples, :, r.offset:r.offset + r.size].reshape(
-            (self.samples, self.batch) + r.spec.shape)
+        T = self.samples
+        return self.read("x", np.s_[:T, :, r.offset:r.offset + r.size]).reshape((T, self.batch) + r.spec.shape)
 
     # -- the carry ----------------------------------------------------------------------------------
 
@@ -136,7 +182,7 @@ class RolloutFile:
         """The carry's (name, size) pairs in vector order; () for a file without a carry."""
         if self._carry_layout is None:
             try:
-                cl = carry_layout_from_table(self._f["layout"][()])
+                cl = carry_layout_from_table(self.read("layout"))
             except StateError as e:
                 raise RolloutFileError(f"{self.path}: {e}") from None
             nc_file = self._f["carry"].shape[2] if "carry" in self._f else 0
@@ -149,14 +195,14 @@ class RolloutFile:
     @property
     def carry0(self) -> np.ndarray:
         """The initial carry (B, nc) (nc = 0 for a file without a carry)."""
-        return self._f["carry0"][()] if self.carry_layout else np.zeros((self.batch, 0))
+        return self.read("carry0") if self.carry_layout else np.zeros((self.batch, 0))
 
     @property
     def carry(self) -> np.ndarray:
         """The carry after each flushed sample's step: (T, B, nc)."""
         if not self.carry_layout:
             return np.zeros((self.samples, self.batch, 0))
-        return self._f["carry"][: self.samples]
+        return self.read("carry", np.s_[: self.samples])
 
     def carry_at(self, j: int) -> dict:
         """The carry after sample ``j`` (0 <= j < samples) by name: name -> (B, size) ({} without a carry)."""
@@ -164,7 +210,7 @@ class RolloutFile:
             raise IndexError(f"{self.path}: sample {j!r} is not among the {self.samples} flushed samples")
         if not self.carry_layout:
             return {}
-        return carry_dict(self.carry_layout, self._f["carry"][int(j)])
+        return carry_dict(self.carry_layout, self.read("carry", int(j)))
 
     # -- the model ----------------------------------------------------------------------------------
 
@@ -175,8 +221,7 @@ class RolloutFile:
     @property
     def mjb(self) -> bytes | None:
         """MuJoCo's binary model of the model that ran (None in files written before it was stored)."""
-        ds = self._f.get("model/mjb")
-        return None if ds is None else ds[()].tobytes()
+        return None if "model/mjb" not in self._f else self.read("model/mjb").tobytes()
 
     @property
     def model_signature(self) -> int | None:
@@ -195,7 +240,7 @@ class RolloutFile:
         g = self._f.get("model/assets")
         if g is None:
             return {}
-        return {decode_attr(g[k].attrs.get("name", asset_name(k))): g[k][()].tobytes() for k in g}
+        return {decode_attr(g[k].attrs.get("name", asset_name(k))): self.read(f"model/assets/{k}").tobytes() for k in g}
 
     def model(self, source: str = "auto") -> mujoco.MjModel:
         """The ``MjModel`` that ran. ``source``: ``"mjb"`` the lossless binary model (bit for bit in
@@ -231,7 +276,7 @@ class RolloutFile:
     @property
     def model_params(self) -> dict:
         g = self._f.get("model/params")
-        return {} if g is None else {k: g[k][()] for k in g}
+        return {} if g is None else {k: self.read(f"model/params/{k}") for k in g}
 
     @property
     def output_names(self) -> tuple:
@@ -243,7 +288,7 @@ class RolloutFile:
         """Recorded output ``name`` (T, B, ...) over the flushed samples (attributes: ``.h5["outputs"][name]``)."""
         if name not in self.output_names:
             raise KeyError(f"{self.path}: no output {name!r} (recorded: {list(self.output_names)})")
-        return self._f["outputs"][name][: self.samples]
+        return self.read(f"outputs/{name}", np.s_[: self.samples])
 
     @property
     def sensors(self) -> list[dict]:
@@ -257,7 +302,11 @@ class RolloutFile:
         names = [r["name"] for r in self.sensors]
         if name not in names:
             raise KeyError(f"{self.path}: no sensor {name!r} recorded (sensors: {names}; record 'sensordata')")
-        return self._f["sensors"][name][: self.samples]
+        if self._swmr:  # the columns of /outputs/sensordata itself (virtual datasets are not refreshed)
+            cols = decode_attr(self._f["sensors"][name].attrs["sensordata_columns"])
+            a, b = (int(v) for v in cols.split(":"))
+            return self.read("outputs/sensordata", np.s_[: self.samples, :, a:b])
+        return self.read(f"sensors/{name}", np.s_[: self.samples])
 
     @property
     def h5(self) -> h5py.File:
@@ -265,7 +314,8 @@ class RolloutFile:
         return self._f
 
     def __repr__(self):
-        T, B, n = self._f["x"].shape
+        _, B, n = self._f["x"].shape
+        T = self._f["x"].shape[0]
         return (f"RolloutFile({self.path!r}, samples={self.samples}/{T}, batch={B}, n={n}, "
                 f"nc={carry_size(self.carry_layout)}, complete={self.complete})")
 
@@ -273,3 +323,58 @@ class RolloutFile:
 def open_rollout(path) -> RolloutFile:
     """Open a rollout file for reading (see ``RolloutFile``)."""
     return RolloutFile(path)
+
+
+def open_h5(path: str) -> tuple[h5py.File, bool]:
+    """(the file opened read-only, whether as a SWMR reader): SWMR for files in the latest format (readable
+    while written), plain for older ones; no HDF5 file lock either way (readers never block the writer).
+    Open failures become ``FileNotReadyError`` (being created or prepared: retry) or ``RolloutFileError``."""
+    errors = []
+    for swmr in (True, False):
+        try:
+            kw = dict(libver="latest", swmr=True) if swmr else {}
+            return h5py.File(path, "r", locking=False, **kw), swmr
+        except OSError as e:
+            errors.append(e)
+    text = "; ".join(dict.fromkeys(str(e) for e in errors))
+    if "already open for write" in text:
+        raise FileNotReadyError(f"{path}: a writer is creating or preparing this file right now; retry in a moment "
+                                f"({errors[-1]})")
+    if "signature" in text or "not an hdf5" in text.lower():
+        raise RolloutFileError(f"{path}: not a readable HDF5 file (no HDF5 signature): not a rollout file")
+    if "truncated" in text or "eof" in text.lower():
+        raise FileNotReadyError(f"{path}: the file is shorter than its header says: it is being created (retry in a "
+                                f"moment) or it was cut short (then it cannot be read) ({errors[0]})")
+    raise CorruptFileError(f"{path}: not a readable HDF5 file: its header is damaged ({errors[0]})", path=path,
+                           dataset="/")
+
+
+def _chunk_of(ds, sel) -> tuple | None:
+    """The index (per axis) of the first chunk in ``ds[sel]`` that fails to read, or None."""
+    if ds.chunks is None:
+        return None
+    try:
+        parts = ds.iter_chunks(sel) if sel != () else ds.iter_chunks()
+        for part in parts:
+            try:
+                ds[part]
+            except OSError:
+                return tuple(s.start // c for s, c in zip(part, ds.chunks))
+    except (TypeError, ValueError):  # a selection iter_chunks does not take (an int): scan all chunks
+        return _chunk_of(ds, ()) if sel != () else None
+    return None
+
+
+def read_error(path: str, f: h5py.File, name: str, sel, e: OSError, *, live: bool) -> RolloutFileError:
+    """The named error of a failed read of ``/name``: a checksum failure (with the chunk) or, while the
+    file is being written, ``FileNotReadyError``."""
+    text = str(e)
+    checksum = any(w in text.lower() for w in ("checksum", "fletcher", "filter", "edc"))
+    if live and not checksum:
+        return FileNotReadyError(f"{path}: /{name} cannot be read at this instant ({text}); the file is being "
+                                 f"written: retry")
+    chunk = _chunk_of(f[name], sel) if name in f else None
+    where = f" chunk {chunk}" if chunk is not None else ""
+    return CorruptFileError(f"{path}: /{name}{where} is corrupt ({'checksum mismatch' if checksum else text}); "
+                            f"`mjharness verify {path}` lists every damaged chunk", path=path, dataset=f"/{name}",
+                            chunk=chunk)

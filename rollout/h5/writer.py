@@ -1,14 +1,21 @@
 """Creating, extending and streaming into a rollout file.
 
-Every chunk is written and flushed by one background thread, rows first and the ``samples``
-attribute last, so a reader (which opens the file without HDF5's file lock) sees a consistent
-prefix at any time, never a state without its carry, and a killed run leaves a file holding every
-flushed chunk.
+Files are created with the latest HDF5 format, every dataset made up front (chunked, Fletcher-32
+checksummed, growable along time), then the writer switches to SWMR (single writer, multiple
+readers) mode, in which HDF5 orders its metadata flushes so that a reader (``swmr=True``) always sees
+a consistent file. Every chunk is written and flushed by one background thread, rows first and the
+``/progress`` dataset ([samples, complete]) last, so a reader sees a consistent prefix at any time,
+never a state without its carry, and a killed run leaves a file holding every flushed chunk. A write
+that fails (disk full, I/O error, vanished directory) is captured in the thread and raised as
+``RolloutWriteError`` by the next ``put`` or by ``close``; the file then keeps ``complete=False`` and
+the samples of the last chunk fully flushed.
 """
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import queue
 import threading
 from collections.abc import Mapping
@@ -20,7 +27,18 @@ import numpy as np
 from mjharness.integrators import StateError
 from mjharness.scenes import scene_info
 
-from .format import FileSpec, RolloutFileError, chunks, compression_kwargs, create_samples_dataset, set_attr
+from .digest import content_digest
+from .errors import RolloutFileError, RolloutWriteError
+from .format import (
+    CHECKSUM,
+    INTEGRITY,
+    FileSpec,
+    chunks,
+    compression_kwargs,
+    create_samples_dataset,
+    create_small,
+    set_attr,
+)
 from .layout import carry_size, carry_vector, normalize_carry_layout, with_carry_rows
 from .model import asset_key, model_mjb
 
@@ -85,7 +103,7 @@ def _write_model(f: h5py.File, spec: FileSpec, record) -> None:
     g.create_dataset("mjcf", data=mjcf, dtype=h5py.string_dtype())
     g.create_dataset("compat_log", data=json.dumps(spec.compat_log, default=str), dtype=h5py.string_dtype())
     if mjb is not None:
-        ds = g.create_dataset("mjb", data=np.frombuffer(bytes(mjb), dtype=np.uint8))
+        ds = create_small(g, "mjb", np.frombuffer(bytes(mjb), dtype=np.uint8))
         if sig is not None:
             ds.attrs["signature"] = np.uint64(sig)
     if spec.source_xml is not None:
@@ -93,44 +111,136 @@ def _write_model(f: h5py.File, spec: FileSpec, record) -> None:
     if spec.assets:
         ag = g.create_group("assets")
         for name, data in spec.assets.items():
-            ag.create_dataset(asset_key(name), data=np.frombuffer(bytes(data), dtype=np.uint8)).attrs["name"] = name
+            create_small(ag, asset_key(name), np.frombuffer(bytes(data), dtype=np.uint8)).attrs["name"] = name
     if spec.model_params:
         pg = g.create_group("params")
         for name, v in spec.model_params.items():
-            pg.create_dataset(name, data=np.asarray(v))
+            create_small(pg, name, np.asarray(v))
 
 
 def create_rollout_file(path: str, spec: FileSpec) -> None:
     """Write the header, tables and empty datasets of a new rollout file (truncating ``path``).
 
-    The spec is checked first: a bad one raises ``RolloutFileError`` before the file is touched.
+    The spec is checked first: a bad one raises ``RolloutFileError`` before the file is touched. A
+    failure to write (a full disk) raises ``RolloutWriteError`` and removes the partial file.
     """
     x0, carry_layout, c0, record = _check_spec(spec)
+    try:
+        ensure_space(path, 2 * (x0.nbytes + len(record[1] or b"") + len(record[0] or "")))
+        with h5py.File(path, "w", libver="latest", locking=False) as f:
+            _populate(f, spec, x0, carry_layout, c0, record)
+    except OSError as e:
+        try:
+            os.remove(path)  # a header that never made it to disk holds nothing to keep
+        except OSError:
+            pass
+        raise RolloutWriteError(f"{path}: creating the file failed: {_os_text(e)}; nothing was run (free space or "
+                                f"choose another --out)", path=path, dataset="(header)", os_error=e) from None
+
+
+def _populate(f: h5py.File, spec: FileSpec, x0, carry_layout, c0, record) -> None:
     B, n = x0.shape
     T = spec.samples
     table = with_carry_rows(spec.layout, carry_layout)
-    with h5py.File(path, "w") as f:
-        for k, v in spec.attrs.items():
-            set_attr(f, k, v)
-        f.attrs["complete"] = False
-        f.attrs["samples"] = 0
-        _write_model(f, spec, record)
-        f.create_dataset("layout", data=table)
-        f.create_dataset("x0", data=x0)
-        x_chunks = chunks(T, B, n, spec.time_chunk)
-        f.create_dataset("time", shape=(T,), maxshape=(None,), dtype="f8", chunks=(x_chunks[0],), fillvalue=np.nan)
-        create_samples_dataset(f, "x", (T, B, n), x_chunks, spec.compression)
-        if c0 is not None:
-            f.create_dataset("carry0", data=c0)
-            create_samples_dataset(f, "carry", (T, B, c0.shape[1]), x_chunks[:2] + (max(c0.shape[1], 1),),
-                                   spec.compression)
-        f.create_dataset("status", data=np.zeros(B, dtype=np.int8))
-        f.create_dataset("status_step", data=np.full(B, -1, dtype=np.int64))
-        for name, seg in (("qpos", spec.qpos), ("qvel", spec.qvel)):
-            if seg is not None:
-                _virtual(f, name, seg, T, B, n)
-        if spec.outputs:
-            _create_outputs(f, spec, T, B)
+    for k, v in spec.attrs.items():
+        set_attr(f, k, v)
+    f.attrs["complete"] = False
+    f.attrs["samples"] = np.int64(0)
+    f.attrs["integrity"] = INTEGRITY
+    f.attrs["checksums"] = "fletcher32"
+    _write_model(f, spec, record)
+    create_small(f, "layout", table)
+    create_small(f, "x0", x0)
+    x_chunks = chunks(T, B, n, spec.time_chunk)
+    f.create_dataset("time", shape=(T,), maxshape=(None,), dtype="f8", chunks=(x_chunks[0],), fillvalue=np.nan,
+                     **CHECKSUM)
+    create_samples_dataset(f, "x", (T, B, n), x_chunks, spec.compression)
+    if c0 is not None:
+        create_small(f, "carry0", c0)
+        create_samples_dataset(f, "carry", (T, B, c0.shape[1]), x_chunks[:2] + (max(c0.shape[1], 1),),
+                               spec.compression)
+    create_small(f, "status", np.zeros(B, dtype=np.int8))
+    create_small(f, "status_step", np.full(B, -1, dtype=np.int64))
+    create_small(f, "progress", np.zeros(2, dtype=np.int64))  # [samples flushed, complete]: SWMR readers' truth
+    _state_axes(f, spec, B, n, c0)
+    for name, seg in (("qpos", spec.qpos), ("qvel", spec.qvel)):
+        if seg is not None:
+            _virtual(f, name, seg, T, B, n)
+    if spec.outputs:
+        _create_outputs(f, spec, T, B)
+    f.attrs["content_sha256"] = content_digest(f)
+
+
+# Room kept free beyond a write's raw bytes: HDF5's metadata (chunk index, object headers) grows with it.
+SPACE_MARGIN = 256 * 1024
+
+
+def ensure_space(path: str, nbytes: int) -> None:
+    """Raise ENOSPC *before* a write that the file system cannot hold. HDF5 does not recover from a write
+    that fails half way (its caches stay dirty, and closing the file can then crash the process), so a
+    full disk is caught here, while the file is still consistent and closes cleanly. Other write errors
+    (EIO, quotas statvfs does not show) still reach HDF5 and are reported as well as HDF5 allows."""
+    try:
+        st = os.statvfs(os.path.dirname(os.path.abspath(path)) or ".")
+    except OSError:
+        return
+    free = st.f_bavail * st.f_frsize
+    need = int(nbytes * 1.05) + SPACE_MARGIN
+    if need > free:
+        raise OSError(errno.ENOSPC, f"No space left on device: the next write needs about {need} bytes, "
+                                    f"{free} are free (checked before writing, so the file stays valid)")
+
+
+def _os_text(e: BaseException) -> str:
+    text = str(e).strip() or type(e).__name__
+    errno_ = getattr(e, "errno", None)
+    return f"[errno {errno_}] {text}" if errno_ and f"errno {errno_}" not in text.lower() else text
+
+
+def _state_labels(table) -> list[str]:
+    """One label per component of x: the state's name, with ``[i]`` for states of more than one value."""
+    rows = sorted((r for r in table if decode_name(r["update"]) != "carry"), key=lambda r: int(r["offset"]))
+    return [decode_name(r["name"]) + ("" if int(r["size"]) == 1 else f"[{i}]") for r in rows
+            for i in range(int(r["size"]))]
+
+
+def _carry_labels(carry_layout) -> list[str]:
+    return [name + ("" if size == 1 else f"[{i}]") for name, size in
+            ((nm, int(np.prod(sh, dtype=np.int64))) for nm, sh in carry_layout) for i in range(size)]
+
+
+def decode_name(v) -> str:
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def _state_axes(f: h5py.File, spec: FileSpec, B: int, n: int, c0) -> None:
+    """Named, labelled axes for generic readers (xarray/netCDF): ``time``, ``world``, ``state`` (x's
+    components by name), ``carry_index``; qpos/qvel get theirs where they are attached (``_virtual``)."""
+    f["time"].make_scale("time")
+    world = f.create_dataset("world", data=np.arange(B, dtype=np.int64))
+    world.make_scale("world")
+    labels = _state_labels(f["layout"][()])
+    if len(labels) == n:
+        state = _label_scale(f, "state", labels)
+        for name in ("x", "x0"):
+            ds = f[name]
+            if name == "x":
+                ds.dims[0].attach_scale(f["time"])
+            ds.dims[ds.ndim - 2].attach_scale(world)
+            ds.dims[ds.ndim - 1].attach_scale(state)
+    for name in ("status", "status_step"):
+        f[name].dims[0].attach_scale(world)
+    if c0 is not None:
+        cl = _carry_labels(normalize_carry_layout(spec.carry_layout))
+        if len(cl) == c0.shape[1]:
+            cs = _label_scale(f, "carry_index", cl)
+            for name in ("carry", "carry0"):
+                ds = f[name]
+                if name == "carry":
+                    ds.dims[0].attach_scale(f["time"])
+                ds.dims[ds.ndim - 2].attach_scale(world)
+                ds.dims[ds.ndim - 1].attach_scale(cs)
+    f.attrs["state_labels"] = "state, qpos_index, qvel_index, carry_index: component labels of x, qpos, qvel, carry"
 
 
 def _label_scale(f: h5py.File, path: str, labels) -> h5py.Dataset:
@@ -143,9 +253,7 @@ def _create_outputs(f: h5py.File, spec: FileSpec, T: int, B: int) -> None:
     """``/outputs/<name>`` (T, B, ...) with their attributes and dimension scales, the ``/sensors`` table
     and, per sensor, virtual datasets ``/sensors/<name>`` over ``/outputs/sensordata``."""
     g = f.create_group("outputs")
-    f["time"].make_scale("time")
-    world = f.create_dataset("world", data=np.arange(B, dtype=np.int64))
-    world.make_scale("world")
+    world = f["world"]
     for name, shape, attrs, labels, comps in spec.outputs:
         shape = tuple(shape)
         width = int(np.prod(shape, dtype=np.int64))
@@ -204,7 +312,17 @@ def _virtual(f: h5py.File, name: str, seg: slice, T: int, B: int, n: int) -> Non
     src = h5py.VirtualSource(".", "x", shape=(T, B, n))
     if T and B and width:
         lay[:, :, :] = src[:, :, seg.start:seg.stop]
-    f.create_virtual_dataset(name, lay, fillvalue=np.nan)
+    _attach_vds_axes(f, f.create_virtual_dataset(name, lay, fillvalue=np.nan), name, seg)
+
+
+def _attach_vds_axes(f: h5py.File, vds, name: str, seg: slice) -> None:
+    """``time``, ``world`` and ``<name>_index`` (labels of the segment's components) on /qpos or /qvel."""
+    if not all(k in f for k in ("time", "world", "state")):
+        return  # files written before named axes
+    key = f"{name}_index"
+    labels = f[key] if key in f else _label_scale(f, key, [decode_name(v) for v in f["state"][seg]])
+    for i, scale in enumerate((f["time"], f["world"], labels)):
+        vds.dims[i].attach_scale(scale)
 
 
 def _vds_segment(ds) -> slice:
@@ -213,53 +331,135 @@ def _vds_segment(ds) -> slice:
     return slice(int(sel[0][2]), int(sel[1][2]) + 1)
 
 
+def open_for_write(path: str) -> h5py.File:
+    """``h5py.File(path, "r+")`` for a file that may have been left by a killed or failed SWMR writer
+    (whose marks are cleared first, ``superblock``); OS errors become ``RolloutWriteError``. Call only
+    while holding the file's writer lock."""
+    from .superblock import reopen_for_write
+
+    try:
+        reopen_for_write(path)
+        return h5py.File(path, "r+", libver="latest", locking=False) if _is_swmr_format(path) else \
+            h5py.File(path, "r+", locking=False)
+    except OSError as e:
+        raise RolloutWriteError(f"{path}: cannot open for writing: {_os_text(e)}", path=path, dataset="(open)",
+                                os_error=e) from None
+
+
+def _is_swmr_format(path: str) -> bool:
+    from .superblock import superblock_state
+
+    return superblock_state(path) is not None
+
+
 def extend_rollout_file(path: str, samples: int, attrs: dict) -> None:
     """Prepare an existing file for a resumed run: grow ``/x``, ``/carry`` and ``/time`` to ``samples``,
-    update attrs."""
-    with h5py.File(path, "r+", locking=False) as f:
-        T_old, B, n = f["x"].shape
-        if samples > T_old:
-            f["x"].resize((samples, B, n))
-            f["time"].resize((samples,))
-            if "carry" in f:
-                f["carry"].resize((samples,) + f["carry"].shape[1:])
-            for name in ("qpos", "qvel"):
-                if name in f:
-                    _virtual(f, name, _vds_segment(f[name]), samples, B, n)
-            for name, ds in (f["outputs"].items() if "outputs" in f else ()):
-                if not name.startswith("_"):  # "_...": component labels
-                    ds.resize((samples,) + ds.shape[1:])
-            if "sensors/table" in f and "outputs/sensordata" in f:
-                _sensor_views(f, samples, B)
-        for k, v in attrs.items():
-            set_attr(f, k, v)
-        f.attrs["complete"] = False
-        f.flush()
+    update attrs, mark it incomplete."""
+    f = open_for_write(path)
+    try:
+        with f:
+            T_old, B, n = f["x"].shape
+            if samples > T_old:
+                f["x"].resize((samples, B, n))
+                f["time"].resize((samples,))
+                if "carry" in f:
+                    f["carry"].resize((samples,) + f["carry"].shape[1:])
+                for name in ("qpos", "qvel"):
+                    if name in f:
+                        _virtual(f, name, _vds_segment(f[name]), samples, B, n)
+                for name, ds in (f["outputs"].items() if "outputs" in f else ()):
+                    if not name.startswith("_"):  # "_...": component labels
+                        ds.resize((samples,) + ds.shape[1:])
+                if "sensors/table" in f and "outputs/sensordata" in f:
+                    _sensor_views(f, samples, B)
+            for k, v in attrs.items():
+                set_attr(f, k, v)
+            f.attrs["complete"] = False
+            if "progress" in f:
+                f["progress"][1] = 0
+                f.attrs["samples"] = np.int64(f["progress"][0])
+            f.flush()
+    except OSError as e:
+        raise RolloutWriteError(f"{path}: preparing the file for the resumed run failed: {_os_text(e)}", path=path,
+                                dataset="(header)", os_error=e) from None
 
 
 class RolloutWriter:
     """Writes chunks in a background thread: ``put`` returns at once (at most ``depth`` chunks wait).
 
-    Each chunk: ``/x``, ``/carry`` (when the file has one) and ``/time`` rows, ``/status`` and
-    ``/status_step`` as of the chunk's end, then the ``samples`` attribute, then a flush.
-    ``close(complete)`` drains the queue and marks the file. An error in the thread is raised by the
-    next ``put`` or by ``close``.
+    Each chunk: ``/x``, ``/outputs``, ``/carry`` (when the file has one) and ``/time`` rows, ``/status``
+    and ``/status_step`` as of the chunk's end, a flush, then ``/progress`` (the ``samples``
+    attribute in files written before it) and a flush. ``close(complete)`` drains the queue and marks
+    the file; ``complete`` holds only when every planned sample is on disk. A failed write stops the
+    thread's writing; the next ``put`` or ``close`` raises ``RolloutWriteError`` naming the file, the
+    dataset and the OS error. Files with ``/progress`` are written in SWMR mode.
     """
 
     def __init__(self, path: str, depth: int = 2):
         self.path = path
-        self._file = h5py.File(path, "r+", locking=False)
-        self._shape = self._file["x"].shape[1:]
-        self._carry_shape = self._file["carry"].shape[1:] if "carry" in self._file else None
-        og = self._file["outputs"] if "outputs" in self._file else {}
-        self._outputs = {k: v.shape[1:] for k, v in og.items() if not k.startswith("_")}
+        self._file = open_for_write(path)
+        self._closed = self._failed = False
+        try:
+            self._progress = "progress" in self._file
+            if self._progress:
+                self._file.swmr_mode = True
+            self._shape = self._file["x"].shape[1:]
+            self._T = self._file["x"].shape[0]
+            self._carry_shape = self._file["carry"].shape[1:] if "carry" in self._file else None
+            og = self._file["outputs"] if "outputs" in self._file else {}
+            self._outputs = {k: v.shape[1:] for k, v in og.items() if not k.startswith("_")}
+            self._samples = int(self._file["progress"][0]) if self._progress else int(self._file.attrs["samples"])
+            # Handles kept open for the writer's life: HDF5 writes a dataset's cached chunks when its handle
+            # closes, and an error there (a full disk) is only printed, never raised. Open handles are flushed
+            # explicitly instead, where a failure raises.
+            names = ["x", "time", "status", "status_step"] + (["carry"] if self._carry_shape is not None else []) \
+                + [f"outputs/{k}" for k in self._outputs] + (["progress"] if self._progress else [])
+            self._ds = {name: self._file[name] for name in names}
+        except (OSError, RuntimeError) as e:
+            self._close_quietly()
+            raise RolloutWriteError(f"{path}: cannot start writing: {_os_text(e)}", path=path, dataset="(open)",
+                                    os_error=e) from None
         self._queue: queue.Queue = queue.Queue(maxsize=depth)
-        self._error: BaseException | None = None
+        self._error: tuple[str, BaseException] | None = None
         self._thread = threading.Thread(target=self._run, name="mjharness-h5-writer", daemon=True)
         self._thread.start()
 
-    def _run(self):
+    @property
+    def samples(self) -> int:
+        """Samples fully on disk (what a reader and a resume see)."""
+        return self._samples
+
+    def _write(self, item) -> None:
         f = self._file
+        j0, time, xs, status, status_step, carry, outputs = item
+        j1 = j0 + len(time)
+        rows = [("x", xs)] + [(f"outputs/{k}", v) for k, v in outputs.items()] + \
+            ([("carry", carry)] if carry is not None else []) + [("time", time)]
+        ds = self._ds
+        rows += [("status", status), ("status_step", status_step)]
+        self._at = rows[0][0]
+        ensure_space(self.path, sum(np.asarray(v).nbytes for _, v in rows))
+        for name, v in rows:
+            self._at = name
+            if name.startswith("status"):
+                ds[name][...] = v
+            else:
+                ds[name][j0:j1] = v
+        for name, _ in rows:
+            self._at = name
+            ds[name].flush()  # the chunk cache to disk: a full disk raises here
+        self._at = "(flush)"
+        f.flush()
+        self._at = "progress"
+        if self._progress:  # last: a reader never sees a sample before all its rows are on disk
+            ds["progress"][0] = j1
+            ds["progress"].flush()
+        else:
+            f.attrs["samples"] = j1
+        f.flush()
+        self._samples = j1
+
+    def _run(self):
         while True:
             item = self._queue.get()
             if item is None:
@@ -267,25 +467,21 @@ class RolloutWriter:
             if self._error is not None:
                 continue
             try:
-                j0, time, xs, status, status_step, carry, outputs = item
-                j1 = j0 + len(time)
-                f["x"][j0:j1] = xs
-                for name, v in outputs.items():
-                    f["outputs"][name][j0:j1] = v
-                if carry is not None:
-                    f["carry"][j0:j1] = carry
-                f["time"][j0:j1] = time
-                f["status"][...] = status
-                f["status_step"][...] = status_step
-                f.attrs["samples"] = j1  # last: a reader never sees a sample before all its rows
-                f.flush()
+                self._write(item)
             except BaseException as e:  # noqa: B036 - handed to the caller on its next call
-                self._error = e
+                self._error = (self._at, e)
 
     def _raise(self):
-        if self._error is not None:
-            err, self._error = self._error, None
-            raise RolloutFileError(f"{self.path}: writing a chunk failed: {err}") from err
+        if self._error is None:
+            return
+        (at, err), self._error = self._error, None
+        self._failed = True
+        if not isinstance(err, (OSError, RuntimeError)):
+            raise err
+        raise RolloutWriteError(
+            f"{self.path}: writing /{at} failed: {_os_text(err)}. The run stopped; the file holds "
+            f"{self._samples} complete samples (complete=False): free space or move the file, then continue it "
+            f"with --resume (rollout(..., resume=path))", path=self.path, dataset=f"/{at}", os_error=err) from err
 
     def _check_chunk(self, time, xs, carry):
         m = len(time)
@@ -305,7 +501,7 @@ class RolloutWriter:
     def put(self, j0: int, time, xs, status, status_step, carry=None, outputs=None) -> None:
         """Queue samples ``j0 .. j0 + len(time)``: states ``xs`` (m, B, n), the carry after each of
         them ``carry`` (m, B, nc) (required exactly when the file has a ``/carry``), and the statuses
-        at the chunk's end."""
+        at the chunk's end. Raises ``RolloutWriteError`` when an earlier chunk failed to write."""
         self._raise()
         time, xs = np.asarray(time), np.asarray(xs)
         carry = None if carry is None else np.asarray(carry, dtype=np.float64)
@@ -317,15 +513,63 @@ class RolloutWriter:
                                    f"(m, B, ...) = {want}, got { {k: v.shape for k, v in outputs.items()} }")
         self._queue.put((j0, time, xs, np.asarray(status), np.asarray(status_step), carry, outputs))
 
+    def check(self) -> None:
+        """Raise ``RolloutWriteError`` now if a chunk written so far failed (the host loop calls it per chunk)."""
+        self._raise()
+
+    def _close_quietly(self) -> None:
+        # After a failed write HDF5 may fail again on close (it flushes its caches); the file on disk is
+        # what the last successful flush left, which is what we want. Never let that second error (or
+        # a half-closed handle at interpreter exit) surface.
+        if self._closed:
+            return
+        self._closed = True
+        handles, self._ds = getattr(self, "_ds", {}), {}
+        for obj in [*handles.values(), self._file]:
+            try:
+                obj.id.close() if obj is not self._file else obj.close()
+            except Exception:  # noqa: BLE001 - secondary to the error already being raised
+                pass
+
     def close(self, complete: bool, attrs: dict | None = None) -> None:
+        """Drain the queue and close; ``complete`` is recorded only when all planned samples are on disk.
+        Raises ``RolloutWriteError`` if a chunk (or the close itself) failed."""
         self._queue.put(None)
         self._thread.join()
+        if self._error is not None or self._failed:  # the error was (or is now) raised: nothing more is written
+            self._close_quietly()
+            self._raise()
+            return
+        complete = bool(complete) and self._samples == self._T
         try:
-            if self._error is None:
-                for k, v in (attrs or {}).items():
-                    set_attr(self._file, k, v)
-                self._file.attrs["complete"] = bool(complete)
-                self._file.flush()
-        finally:
-            self._file.close()
-        self._raise()
+            f = self._file
+            self._at = "progress"
+            if self._progress:
+                self._ds["progress"][1] = int(complete)
+                self._ds["progress"].flush()
+                f.flush()
+            self._at = "(attributes)"
+            late = self._set_final_attrs(f, complete, attrs or {})
+            self._closed = True
+            self._ds = {}
+            f.close()
+            if late:  # HDF5 could not change attributes in SWMR mode: do it now, no reader can be confused
+                with h5py.File(self.path, "r+", libver="latest", locking=False) as g:
+                    self._set_final_attrs(g, complete, attrs or {})
+        except (OSError, RuntimeError) as e:
+            self._error = (self._at, e)
+            self._close_quietly()
+            self._raise()
+
+    def _set_final_attrs(self, f, complete: bool, attrs: dict) -> bool:
+        """Root ``samples``/``complete`` (and ``attrs``) in place; True when it has to wait until after SWMR."""
+        try:
+            f.attrs.modify("samples", np.int64(self._samples))
+            f.attrs.modify("complete", complete)
+            for k, v in attrs.items():
+                set_attr(f, k, v)
+            return False
+        except (OSError, RuntimeError, KeyError):
+            if not self._progress:
+                raise
+            return True

@@ -1,7 +1,7 @@
 """Cross-check a rollout file against a reference: the reference rigid-body model, MuJoCo C, or another file.
 
     report = crosscheck("run.h5")                                  # reference rigid-body model (single free body)
-    report = crosscheck("run.h5", reference="mujoco")              # MuJoCo C mj_step (RK4) from the file's x0
+    report = crosscheck("run.h5", reference="mujoco")              # MuJoCo C mj_step, the file's scheme, from x0
     report = crosscheck("run.h5", reference="peer.h5", tol=1e-8)   # another file, interpolated onto our times
     report.passed, report.fields["brick/quat"].max_abs, report.write("run-check")   # JSON + PNG
 
@@ -31,6 +31,54 @@ from .recorded import CrossCheckError, Recorded, abs_diff, comparable_fields, re
 from .reference_file import reference_from_file
 from .reference_model import reference_from_model
 from .report import CrossCheckReport, FieldResult
+
+# MuJoCo C's scheme for each of our integrators that is the same method (``mujoco_integrator=None``).
+C_SCHEME = {"semi_implicit_euler": "Euler", "rk4": "RK4", "implicit_fast": "implicitfast"}
+FALLBACK_SCHEME = "RK4"
+
+# Default tolerances (no ``tol``): per field kind, ``atol + rtol * max |reference|`` of the field. Against
+# MuJoCo C running the file's own scheme the two agree to ~1e-12 over typical horizons (same method, float64),
+# so 1e-6 leaves room for chaotic growth and still fails anything a user would call different; against the
+# reference rigid-body model or another file (other discretisations) the bound is looser.
+DEFAULT_TOL = {
+    "same_scheme": {"position": (1e-6, 1e-6), "quaternion": (1e-6, 0.0), "velocity": (1e-5, 1e-6)},
+    "other": {"position": (1e-3, 1e-3), "quaternion": (1e-3, 0.0), "velocity": (1e-2, 1e-3)},
+}
+
+
+def field_kind(name: str, is_quat: bool) -> str:
+    """"quaternion", "velocity" or "position" of a compared field (a layout state name, "qpos" or "qvel")."""
+    if is_quat:
+        return "quaternion"
+    return "velocity" if name == "qvel" or name.endswith(("/qvel", "/vel", "/angvel")) else "position"
+
+
+def default_tolerances(names, segs, ref, kind: str) -> dict[str, float]:
+    """``DEFAULT_TOL[kind]`` applied to each field: atol + rtol * max |reference field| (finite values)."""
+    out = {}
+    for n in names:
+        sl, is_quat = segs[n]
+        atol, rtol = DEFAULT_TOL[kind][field_kind(n, is_quat)]
+        r = ref[..., sl]
+        scale = float(np.max(np.abs(r[np.isfinite(r)]), initial=0.0))
+        out[n] = atol + rtol * scale
+    return out
+
+
+def reference_scheme(attrs: dict, mujoco_integrator) -> tuple[str, str]:
+    """(MuJoCo C integrator, why): the one given, else the file's own scheme, else RK4 (no C counterpart)."""
+    if mujoco_integrator is not None:
+        return mujoco_integrator, "as asked"
+    integ = attrs.get("integrator")
+    if isinstance(integ, str):
+        try:
+            integ = json.loads(integ)
+        except ValueError:
+            integ = {"name": integ}
+    name = integ.get("name") if isinstance(integ, dict) else None
+    if name in C_SCHEME:
+        return C_SCHEME[name], f"the file's integrator {name}"
+    return FALLBACK_SCHEME, f"the file's integrator {name!r} has no MuJoCo C counterpart: {FALLBACK_SCHEME}"
 
 
 def _tolerances(tol, names) -> dict[str, float | None]:
@@ -66,7 +114,10 @@ def _reference(rec: Recorded, model, reference, mujoco_integrator, ref_dt):
     if isinstance(reference, str) and reference == "mujoco":
         if model is None:
             raise CrossCheckError(f"{rec.path}: reference='mujoco' needs the file's /model/mjcf")
-        return (*reference_from_mujoco(rec, model, mujoco_integrator), f"MuJoCo C ({mujoco_integrator})")
+        scheme, why = reference_scheme(rec.attrs, mujoco_integrator)
+        ref, covered, info = reference_from_mujoco(rec, model, scheme)
+        info["scheme_choice"] = why
+        return ref, covered, info, f"MuJoCo C ({scheme}: {why})"
     if isinstance(reference, (str, os.PathLike)):
         if not os.path.isfile(os.fspath(reference)):
             raise CrossCheckError(f"reference={reference!r}: not 'model', 'mujoco' or an existing rollout file")
@@ -96,18 +147,22 @@ def _invariants(rec: Recorded, model, ref, simulated_reference: bool):
 
 
 def crosscheck(path, reference="model", fields=None, tol=None, *, energy_tol=None, momentum_tol=None,
-               invariants: bool = True, out=None, plot: bool = True, mujoco_integrator: str = "RK4",
+               invariants: bool = True, out=None, plot: bool = True, mujoco_integrator: str | None = None,
                save_reference=None, ref_dt: float | None = 1e-3) -> CrossCheckReport:
     """Cross-check the rollout file ``path`` against ``reference`` and return a ``CrossCheckReport``.
 
     reference: ``"model"`` (the reference rigid-body model re-simulated with RK4 from the file's x0 at its
         dt, split into substeps of at most ``ref_dt`` (None: the file's dt); the scene must be a single
         free body), ``"mujoco"`` (MuJoCo C ``mj_step`` with
-        ``mujoco_integrator`` from x0 at the file's dt; any scene without stored controls), or the path
+        ``mujoco_integrator`` from x0 at the file's dt; None (default): the file's own scheme
+        (semi_implicit_euler -> Euler, rk4 -> RK4, implicit_fast -> implicitfast, else RK4); any scene
+        without stored controls), or the path
         of another rollout file (states matched by name, interpolated onto this file's times).
     fields: names to compare (layout states, or "qpos"/"qvel"); default every state the reference covers.
-    tol: a float for every field or {field: tol}; ``energy_tol``/``momentum_tol`` bound the absolute
-        drifts. ``passed`` is False when one is exceeded, or when a world's rollout failed.
+    tol: a float for every field or {field: tol}; None (default): ``DEFAULT_TOL`` per field kind (position,
+        quaternion, velocity), tight against MuJoCo C on the same scheme, looser against the model or a
+        file; the report's notes say which. ``energy_tol``/``momentum_tol`` bound the absolute drifts.
+        ``passed`` is False when one is exceeded, or when a world's rollout failed.
     out: write ``<out>.json`` and (``plot``) ``<out>.png``. save_reference: write the reference trajectory
         as a rollout file (format version 1; e.g. a MuJoCo C peer run to compare later).
     """
@@ -116,9 +171,15 @@ def crosscheck(path, reference="model", fields=None, tol=None, *, energy_tol=Non
     ref, covered, info, label = _reference(rec, model, reference, mujoco_integrator, ref_dt)
     segs = comparable_fields(rec.layout, model if rec.has_qpos else None)
     names = _field_names(rec, segs, covered, fields)
-    tols = _tolerances(tol, names)
+    if tol is None:  # documented defaults, never "no tolerance": a check cannot pass by accident
+        kind = "same_scheme" if reference == "mujoco" else "other"
+        tols = default_tolerances(names, segs, ref, kind)
+        tol_note = (f"default tolerances ({kind.replace('_', ' ')}: atol + rtol * max|reference| per field kind, "
+                    f"{DEFAULT_TOL[kind]}); pass tol= / --tol to choose")
+    else:
+        tols, tol_note = _tolerances(tol, names), "tolerances as given"
     results = {n: _compare(n, rec.time, rec.x, ref, *segs[n], rec.status, tols[n]) for n in names}
-    notes = []
+    notes = [tol_note]
     energy = momentum = ref_energy = None
     if invariants and model is not None and rec.has_qpos:
         energy, momentum, ref_energy = _invariants(rec, model, ref, reference in ("model", "mujoco"))
