@@ -2,7 +2,8 @@
 
 from .engine import RolloutError, RolloutResult, initial_states, rollout, simulate
 from .h5 import RolloutFile, RolloutFileError, open_rollout
+from .rendering import RenderError, render
 from .verify import crosscheck
 
 __all__ = ["rollout", "simulate", "RolloutResult", "RolloutError", "open_rollout", "RolloutFile",
-           "RolloutFileError", "initial_states", "crosscheck"]
+           "RolloutFileError", "initial_states", "crosscheck", "render", "RenderError"]

@@ -12,11 +12,11 @@ import argparse
 import sys
 import traceback
 
-from . import bench, cases, check, errors, fit, hangrepro, inspect, run, show, xla_log
+from . import bench, cases, check, errors, fit, hangrepro, inspect, render, run, show, xla_log
 
 __all__ = ["COMMANDS", "build_parser", "dispatch", "main"]
 
-COMMANDS = (run, show, inspect, check, cases, bench, hangrepro, fit)
+COMMANDS = (run, show, inspect, check, cases, bench, hangrepro, fit, render)
 _DEBUG_HELP = "on an error print the traceback instead of a summary, and every XLA log line"
 
 
