@@ -1,6 +1,8 @@
 """``mjharness show FILE``: a rollout file's attributes, datasets, layout and status; ``--plot`` draws states.
 
-    mjharness show rollout.h5 [--plot STATE ...] [--world I ...] [--png out.png]
+    mjharness show rollout.h5 [--plot NAME ...] [--worlds 0:8 | I ...] [--band] [--png out.png]
+
+The plots are drawn by ``plots.py`` (units, component legends, the worlds in the title, mean ± band).
 """
 
 from __future__ import annotations
@@ -8,13 +10,8 @@ from __future__ import annotations
 import json
 import os
 
-import numpy as np
-
+from . import plots
 from .common import print_layout
-from .errors import CliError
-
-MAX_PLOTTED_WORLDS = 8
-MAX_LEGEND = 12
 
 
 def add_parser(sub) -> None:
@@ -24,8 +21,10 @@ def add_parser(sub) -> None:
     p.add_argument("--plot", nargs="+", metavar="STATE",
                    help="state names (see the layout), qpos / qvel / x, or recorded outputs: sensor:<name>, "
                    "<output> or <output>:<object> (xpos:<body>)")
-    p.add_argument("--world", nargs="+", type=int, default=None,
-                   help=f"worlds to plot (default: up to {MAX_PLOTTED_WORLDS})")
+    p.add_argument("--worlds", "--world", nargs="+", dest="worlds", default=None, metavar="W",
+                   help=f"worlds to plot: indices, ranges or lists (3, 0:8, 0,3,7; default: the first "
+                   f"{plots.MAX_PLOTTED_WORLDS}, or all with --band)")
+    p.add_argument("--band", action="store_true", help="plot the mean over the worlds with a ± 1 std band")
     p.add_argument("--png", help="output PNG (default FILE with .png)")
     p.set_defaults(func=command, subject=lambda args: f"file {args.file}")
 
@@ -61,83 +60,6 @@ def command(args) -> int:
               + "".join(f", world {i}: {status_name(status[i])} at step {int(f.status_step[i])}" for i in bad[:5]))
         if args.plot:
             png = args.png or os.path.splitext(args.file)[0] + ".png"
-            _plot(f, args.plot, args.world, png)
+            plots.write_png(f, args.plot, png, plots.parse_worlds(args.worlds, f.batch), args.band)
             print(f"plot: {png}")
     return 0
-
-
-def _series(f, names) -> list:
-    out = []
-    for name in names:
-        if name in ("qpos", "qvel", "x"):
-            if name != "x" and name not in f.h5:
-                raise CliError(f"{f.path}: no /{name} in this file")
-            out.append((name, getattr(f, name), None))
-        elif name.startswith("sensor:") or name in f.output_names or name.split(":")[0] in f.output_names:
-            v = _output_series(f, name)
-            out.append((name, v, _component_labels(f, name, v.shape[2])))
-        else:
-            v = f.state(name)  # KeyError naming the state and the layout: a user error
-            out.append((name, v.reshape(v.shape[:2] + (-1,)), None))
-    return out
-
-
-def _component_labels(f, name, n: int) -> list | None:
-    """The output's last dimension scale (``x y z``, sensor columns), when it labels the plotted columns."""
-    ds = f.h5["outputs"].get(name.split(":")[0] if ":" in name and name not in f.output_names else name)
-    if ds is None or ds.ndim < 3 or not len(ds.dims[ds.ndim - 1]):
-        return None
-    labels = [x.decode() if isinstance(x, bytes) else str(x) for x in ds.dims[ds.ndim - 1][0][()]]
-    return labels if len(labels) == n else None
-
-
-def _output_series(f, name) -> np.ndarray:
-    """``sensor:<name>``, a recorded output ``<field>``, or one row of it ``<field>:<object>`` (xpos:<body>)."""
-    if name.startswith("sensor:"):
-        if name in f.output_names:
-            v = f.output(name)
-        else:
-            try:
-                v = f.sensor(name[7:])
-            except KeyError as e:
-                raise CliError(str(e.args[0])) from None
-    elif name in f.output_names:
-        v = f.output(name)
-    else:
-        field, obj = name.split(":", 1)
-        ds = f.h5["outputs"][field]
-        labels = [x.decode() if isinstance(x, bytes) else str(x) for x in ds.dims[2][0][()]] if \
-            len(ds.dims[2]) else []
-        if obj not in labels:
-            raise CliError(f"{f.path}: output {field!r} has no row {obj!r} (rows: {labels})")
-        v = f.output(field)[:, :, labels.index(obj)]
-    return v.reshape(v.shape[:2] + (-1,))
-
-
-def _plot(f, names, worlds, png) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    B = f.h5["x"].shape[1]
-    worlds = list(range(min(B, MAX_PLOTTED_WORLDS))) if worlds is None else worlds
-    for w in worlds:
-        if not 0 <= w < B:
-            raise CliError(f"--world {w}: the file has worlds 0..{B - 1}")
-    series = _series(f, names)
-    t = f.time
-    fig, axes = plt.subplots(len(series), 1, figsize=(8, 2.6 * len(series)), sharex=True, squeeze=False)
-    for ax, (name, v, comps) in zip(axes[:, 0], series):
-        legend = len(worlds) * v.shape[2] <= MAX_LEGEND
-        for w in worlds:
-            for c in range(v.shape[2]):
-                ax.plot(t, v[:, w, c], lw=0.8, label=f"w{w}[{comps[c] if comps else c}]" if legend else None)
-        ax.set_ylabel(name)
-        if legend:
-            ax.legend(fontsize=6, ncol=4)
-    axes[-1, 0].set_xlabel("time [s]")
-    fig.suptitle(os.path.basename(f.path))
-    fig.tight_layout()
-    fig.savefig(png, dpi=100)
-    plt.close(fig)
