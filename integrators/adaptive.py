@@ -19,8 +19,8 @@ import numpy as np
 
 from . import policies
 from . import tableaux as tb
-from .contracts import merged, scene_part
-from .rk import _check_quaternion_stages, _transform, finish_step, rk_stages, rk_step
+from .contracts import merged, scene_part, step_result
+from .rk import _check_quaternion_stages, _transform, finish_step, rk_stages, rk_step_carry
 from .state import StateError, StateLayout
 from .status import STATUS_MAX_STEPS, STATUS_NONFINITE, STATUS_OK, STATUS_UNDERFLOW
 
@@ -210,7 +210,11 @@ class EmbeddedRK:
     # -- stepping -----------------------------------------------------------------------------
     def step(self, scene, t, x, h, ctrl=None, *, carry=None):
         """One fixed step of the propagated (higher-order) solution."""
-        return rk_step(scene, self.tableau, t, x, h, ctrl, transform=_transform(self, scene), carry=carry)
+        return step_result(self.step_carry(scene, t, x, h, ctrl, carry=carry), carry)
+
+    def step_carry(self, scene, t, x, h, ctrl=None, carry=None):
+        """``step`` as ``(x_next, carry_next)`` always (carry_next None without a carry)."""
+        return rk_step_carry(scene, self.tableau, t, x, h, ctrl, transform=_transform(self, scene), carry=carry)
 
     def step_with_error(self, scene, t, x, h, ctrl=None, *, carry=None):
         """(x_next before projection, x_high - x_low in value space, f(t, x)) for one world.
@@ -219,8 +223,7 @@ class EmbeddedRK:
         """
         layout = scene.layout
         tab = self.tableau
-        out = rk_stages(scene, tab, t, x, h, ctrl, transform=_transform(self, scene), carry=carry)
-        K, kept = (out, None) if carry is None else out
+        K, kept = rk_stages(scene, tab, t, x, h, ctrl, transform=_transform(self, scene), carry=carry)
         inc = h * (jnp.asarray(tab.b, dtype=K.dtype) @ K)
         dinc = h * (jnp.asarray(np.subtract(tab.b, tab.b_low), dtype=K.dtype) @ K)
         x_high = policies.apply_increment(layout, x, inc)
@@ -241,9 +244,14 @@ class EmbeddedRK:
         first trial step is ``carry["h_next"]`` (the previous interval's controller proposal) and the
         scene's entries follow the accepted steps.
         """
+        x_out, status, out = self.advance_carry(scene, t, x, t_end, ctrl, carry=carry)
+        return (x_out, status) if carry is None else (x_out, status, out)
+
+    def advance_carry(self, scene, t, x, t_end, ctrl=None, carry=None):
+        """``advance`` as ``(x, status, carry_next)`` always (carry_next None without a carry)."""
         if carry is None:
             x_out, status, _ = self.advance_info(scene, t, x, t_end, ctrl)
-            return x_out, status
+            return x_out, status, None
         x_out, status, info = self.advance_info(scene, t, x, t_end, ctrl, h=carry["h_next"],
                                                 carry=scene_part(scene, carry))
         out = merged(carry, info["carry"])

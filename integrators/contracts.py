@@ -21,6 +21,12 @@ they return what they always did (``x`` / ``(x, status)``); with a carry dict th
 carry after the step. An integrator's own carry (an adaptive method's next step size) sits in the same
 dict under names from its ``carry_spec(model)``.
 
+That varying arity is for callers; the engine needs one shape (as diffrax's ``AbstractSolver.step``
+always returns the same tuple). Ours have ``step_carry`` (fixed and stochastic: always
+``(x_next, carry_next)``) and ``advance_carry`` (adaptive: always ``(x, status, carry_next)``), with
+``carry_next`` None when no carry is passed; ``step`` / ``advance`` are thin wrappers over them.
+``engine_step(integ)`` gives that shape for any integrator, a user's written to the contract above included.
+
 ``check_pair`` runs once when a rollout starts, so a missing piece is one clear error, not a
 traceback from inside a trace.
 """
@@ -160,3 +166,38 @@ def merged(carry: Mapping | None, update: Mapping | None) -> dict | None:
     if carry is None:
         return None
     return {**carry, **(update or {})}
+
+
+# -- one shape for the engine -----------------------------------------------------------------------
+
+def step_result(pair: tuple, carry: Mapping | None):
+    """``step``'s documented result from ``step_carry``'s ``(x_next, carry_next)``: ``x_next`` alone when
+    no carry was passed (DESIGN.md §4), else the pair."""
+    return pair[0] if carry is None else pair
+
+
+def engine_step(integ) -> Callable:
+    """``integ``'s step in one fixed shape: fixed and stochastic ``f(scene, t, x, h[, noise], ctrl=None,
+    carry=None) -> (x_next, carry_next)``, adaptive ``f(scene, t, x, t_end, ctrl=None, carry=None) ->
+    (x, status, carry_next)``; ``carry_next`` is None when ``carry`` is None.
+
+    Ours have it as ``step_carry`` / ``advance_carry``. An integrator without those, or one whose
+    ``step`` / ``advance`` overrides them further down its classes (a user's subclass of ``RK4`` that
+    redefines ``step``), is adapted: with ``carry=`` in its signature it returns the longer tuple when given
+    a carry; without, it runs cold and the carry passes through unchanged (what the engine always did).
+    """
+    adaptive = integrator_kind(integ) == "adaptive"
+    name, fixed_name = ("advance", "advance_carry") if adaptive else ("step", "step_carry")
+    own, base = (next((c for c in type(integ).__mro__ if n in vars(c)), None) for n in (fixed_name, name))
+    if own is not None and base is not None and issubclass(own, base):
+        return getattr(integ, fixed_name)
+    call = getattr(integ, name)
+    takes_carry = accepts_carry(integ)
+
+    def step(*args, ctrl=None, carry=None):
+        if carry is not None and takes_carry:
+            return call(*args, ctrl=ctrl, carry=carry)
+        out = call(*args, ctrl=ctrl)
+        return (*out, carry) if adaptive else (out, carry)
+
+    return step

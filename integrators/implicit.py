@@ -16,7 +16,7 @@ from typing import ClassVar
 
 import jax.numpy as jnp
 
-from .contracts import ContractError, evaluate, merged, scene_part
+from .contracts import ContractError, evaluate, merged, scene_part, step_result
 from .rk import semi_implicit_update
 
 
@@ -32,6 +32,10 @@ class ImplicitFast:
 
     def step(self, scene, t, x, h, ctrl=None, *, carry=None):
         """``x`` after one step of size ``h`` (one world); ``(x, carry)`` when a carry is threaded."""
+        return step_result(self.step_carry(scene, t, x, h, ctrl, carry=carry), carry)
+
+    def step_carry(self, scene, t, x, h, ctrl=None, carry=None):
+        """``(x_next, carry_next)`` always (carry_next None without a carry): the engine's shape."""
         imp = getattr(scene, "implicit_dynamics", None)
         if not callable(imp):
             raise ContractError(f"ImplicitFast needs {type(scene).__name__}.implicit_dynamics(t, x, h, ctrl) (the "
@@ -40,8 +44,7 @@ class ImplicitFast:
         x = jnp.asarray(x)
         h = jnp.asarray(h, dtype=x.dtype)
         k, out = evaluate(imp, t, x, h, ctrl=ctrl, carry=scene_part(scene, carry))
-        x_next = semi_implicit_update(scene, x, h, k)
-        return x_next if carry is None else (x_next, merged(carry, out))
+        return semi_implicit_update(scene, x, h, k), merged(carry, out)
 
     def config(self) -> dict:
         return dict(name=self.name, order=1, adaptive=False,

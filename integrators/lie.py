@@ -55,10 +55,10 @@ def _cg_quaternions(layout, x0, K, coeffs, h):
     return out
 
 
-def cg_step(scene, tab: tb.Tableau, t, x, h, ctrl=None, carry=None):
-    """One Crouch–Grossman step of ``tab`` (one world); stages in one fori_loop like ``rk_step``.
-
-    With a carry every stage reads the step-entry carry and the last stage's proposal is kept.
+def cg_step_carry(scene, tab: tb.Tableau, t, x, h, ctrl=None, carry=None):
+    """One Crouch–Grossman step of ``tab`` (one world): ``(x_next, carry_next)``; stages in one fori_loop
+    like ``rk_step``. With a carry every stage reads the step-entry carry and the last stage's proposal is
+    kept (carry_next None without one).
     """
     layout = scene.layout
     x = jnp.asarray(x)
@@ -83,7 +83,7 @@ def cg_step(scene, tab: tb.Tableau, t, x, h, ctrl=None, carry=None):
 
     K, kept = jax.lax.fori_loop(0, s, stage, (jnp.zeros((s, layout.deriv_size), x.dtype), sc))
     x_next = finish_step(scene, build(b, K))
-    return x_next if carry is None else (x_next, merged(carry, kept))
+    return x_next, merged(carry, kept)
 
 
 @dataclass(frozen=True)
@@ -93,8 +93,8 @@ class CrouchGrossman3(ExplicitRK):
     tableau: tb.Tableau = CROUCH_GROSSMAN3
     name: ClassVar[str] = "crouch_grossman3"
 
-    def step(self, scene, t, x, h, ctrl=None, *, carry=None):
-        return cg_step(scene, self.tableau, t, x, h, ctrl, carry=carry)
+    def step_carry(self, scene, t, x, h, ctrl=None, carry=None):
+        return cg_step_carry(scene, self.tableau, t, x, h, ctrl, carry=carry)
 
     def config(self) -> dict:
         d = super().config()

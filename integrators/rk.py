@@ -27,7 +27,7 @@ import jax.numpy as jnp
 
 from . import policies
 from . import tableaux as tb
-from .contracts import evaluate, merged, scene_part
+from .contracts import evaluate, merged, scene_part, step_result
 from .policies import has_exp_map_states, rkmk_transform
 from .state import StateError, StateLayout
 
@@ -48,9 +48,9 @@ def rk_stages(scene, tab, t, x, h, ctrl=None, transform: Transform | None = None
 
     ``tab`` is a ``Tableau`` or an ``(a, b, c)`` triple of arrays (possibly traced: one compiled
     program then serves every method with that stage count). ``transform`` (Lie-group methods) maps
-    each stage's derivative given the increment that built the stage. With a scene ``carry`` every
-    stage reads that step-entry carry and ``(K, carry_out)`` is returned, carry_out being what the
-    last stage proposed: MuJoCo C's ``mj_RungeKutta`` and MJX's ``rungekutta4`` solve every stage from
+    each stage's derivative given the increment that built the stage. Returns ``(K, carry_out)``. With
+    a scene ``carry`` every stage reads that step-entry carry and carry_out is what the last stage
+    proposed (None without a carry): MuJoCo C's ``mj_RungeKutta`` and MJX's ``rungekutta4`` solve every stage from
     the step-entry ``qacc_warmstart`` and save the last stage's qacc (measured: 0 difference).
     """
     layout = scene.layout
@@ -59,7 +59,7 @@ def rk_stages(scene, tab, t, x, h, ctrl=None, transform: Transform | None = None
     s = a.shape[0]
     if s == 1:
         k0, out = evaluate(scene.dynamics, t, x, ctrl=ctrl, carry=carry)
-        return k0[None] if carry is None else (k0[None], out)
+        return k0[None], out
     def stage(i, state):
         K, kept = state
         inc = h * (a[i] @ K)
@@ -73,8 +73,7 @@ def rk_stages(scene, tab, t, x, h, ctrl=None, transform: Transform | None = None
 
     K = jnp.zeros((s, layout.deriv_size), x.dtype)
     # One traced dynamics call whatever the stage count: compile time does not grow with s.
-    K, kept = jax.lax.fori_loop(0, s, stage, (K, carry))
-    return K if carry is None else (K, kept)
+    return jax.lax.fori_loop(0, s, stage, (K, carry))
 
 
 def _arrays(tab, dtype):
@@ -84,19 +83,20 @@ def _arrays(tab, dtype):
     return jnp.asarray(a, dtype), jnp.asarray(b, dtype), jnp.asarray(c, dtype)
 
 
-def rk_step(scene, tab, t, x, h, ctrl=None, transform: Transform | None = None, carry=None):
-    """One step of ``tab`` (a ``Tableau`` or ``(a, b, c)`` arrays) for one world (jit-able).
-
-    Returns ``x_next``, or ``(x_next, carry_next)`` when a (full) ``carry`` dict is given.
-    """
+def rk_step_carry(scene, tab, t, x, h, ctrl=None, transform: Transform | None = None, carry=None):
+    """One step of ``tab`` (a ``Tableau`` or ``(a, b, c)`` arrays) for one world (jit-able):
+    ``(x_next, carry_next)``, carry_next None when no (full) ``carry`` dict is given."""
     x = jnp.asarray(x)
     h = jnp.asarray(h, dtype=x.dtype)
-    sc = scene_part(scene, carry)
-    out = rk_stages(scene, tab, t, x, h, ctrl, transform=transform, carry=sc)
-    K, kept = (out, None) if sc is None else out
+    K, kept = rk_stages(scene, tab, t, x, h, ctrl, transform=transform, carry=scene_part(scene, carry))
     inc = h * (_arrays(tab, x.dtype)[1] @ K)
     x_next = finish_step(scene, policies.apply_increment(scene.layout, x, inc))
-    return x_next if carry is None else (x_next, merged(carry, kept))
+    return x_next, merged(carry, kept)
+
+
+def rk_step(scene, tab, t, x, h, ctrl=None, transform: Transform | None = None, carry=None):
+    """``rk_step_carry`` as ``step`` returns it: ``x_next``, or ``(x_next, carry_next)`` given a carry."""
+    return step_result(rk_step_carry(scene, tab, t, x, h, ctrl, transform=transform, carry=carry), carry)
 
 
 # -- fixed-step integrators ------------------------------------------------------------------------
@@ -121,7 +121,11 @@ class ExplicitRK:
 
     def step(self, scene, t, x, h, ctrl=None, *, carry=None):
         """``x`` after one step of size ``h`` from time ``t`` (one world); ``(x, carry)`` with a carry."""
-        return rk_step(scene, self.tableau, t, x, h, ctrl, transform=_transform(self, scene), carry=carry)
+        return step_result(self.step_carry(scene, t, x, h, ctrl, carry=carry), carry)
+
+    def step_carry(self, scene, t, x, h, ctrl=None, carry=None):
+        """``(x_next, carry_next)`` always (carry_next None without a carry): the engine's shape."""
+        return rk_step_carry(scene, self.tableau, t, x, h, ctrl, transform=_transform(self, scene), carry=carry)
 
     def config(self) -> dict:
         return dict(name=self.name, order=self.order, adaptive=False, quaternion_stages=self.quaternion_stages,
@@ -268,6 +272,9 @@ class SemiImplicitEuler:
     requires: ClassVar[tuple[str, ...]] = ("second_order",)
 
     def step(self, scene, t, x, h, ctrl=None, *, carry=None):
+        return step_result(self.step_carry(scene, t, x, h, ctrl, carry=carry), carry)
+
+    def step_carry(self, scene, t, x, h, ctrl=None, carry=None):
         x = jnp.asarray(x)
         h = jnp.asarray(h, dtype=x.dtype)
         eul = getattr(scene, "euler_dynamics", None)
@@ -276,8 +283,7 @@ class SemiImplicitEuler:
             k, out = evaluate(eul, t, x, h, ctrl=ctrl, carry=sc)
         else:
             k, out = evaluate(scene.dynamics, t, x, ctrl=ctrl, carry=sc)
-        x_next = semi_implicit_update(scene, x, h, k)
-        return x_next if carry is None else (x_next, merged(carry, out))
+        return semi_implicit_update(scene, x, h, k), merged(carry, out)
 
     def config(self) -> dict:
         return dict(name=self.name, order=1, adaptive=False,

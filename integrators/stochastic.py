@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from .contracts import evaluate, merged, scene_part
+from .contracts import evaluate, merged, scene_part, step_result
 from .rk import finish_step
 from .sde import Increments, apply_sde, check_diffusion, resolve, weight
 
@@ -47,8 +47,7 @@ def _drift_diffusion(scene, t, x, ctrl, carry=None):
 
 
 def _done(scene, x_next, carry, out):
-    x_next = finish_step(scene, x_next)
-    return x_next if carry is None else (x_next, merged(carry, out))
+    return finish_step(scene, x_next), merged(carry, out)
 
 
 class _Stochastic:
@@ -67,6 +66,11 @@ class _Stochastic:
         return dict(name=self.name, kind="stochastic", interpretation=self.interpretation,
                     strong_order=self.strong_order, weak_order=self.weak_order, needs_dZ=self.needs_dZ)
 
+    def step(self, scene, t, x, h, noise, ctrl=None, *, carry=None):
+        """``x`` after one step of size ``h`` driven by ``noise`` (a key or increments); ``(x, carry)``
+        when a carry is threaded."""
+        return step_result(self.step_carry(scene, t, x, h, noise, ctrl, carry=carry), carry)
+
     def increments(self, noise, h, layout) -> Increments:
         """The increments this method uses for ``noise`` (a key or prescribed increments)."""
         return resolve(noise, h, layout, self.needs_dZ, type(self).__name__)
@@ -79,7 +83,7 @@ class EulerMaruyama(_Stochastic):
     strong_order: ClassVar[float] = 0.5
     weak_order: ClassVar[float] = 1.0
 
-    def step(self, scene, t, x, h, noise, ctrl=None, *, carry=None):
+    def step_carry(self, scene, t, x, h, noise, ctrl=None, carry=None):
         _check_scene(scene, "EulerMaruyama")
         layout = scene.layout
         inc = self.increments(noise, h, layout)
@@ -94,7 +98,7 @@ class StochasticHeun(_Stochastic):
     strong_order: ClassVar[float] = 1.0  # commutative noise; 0.5 in general
     weak_order: ClassVar[float] = 1.0
 
-    def step(self, scene, t, x, h, noise, ctrl=None, *, carry=None):
+    def step_carry(self, scene, t, x, h, noise, ctrl=None, carry=None):
         _check_scene(scene, "StochasticHeun")
         layout = scene.layout
         inc = self.increments(noise, h, layout)
@@ -117,7 +121,7 @@ class SRA1(_Stochastic):
     weak_order: ClassVar[float] = 2.0
     needs_dZ: ClassVar[bool] = True
 
-    def step(self, scene, t, x, h, noise, ctrl=None, *, carry=None):
+    def step_carry(self, scene, t, x, h, noise, ctrl=None, carry=None):
         _check_scene(scene, "SRA1")
         layout = scene.layout
         inc = self.increments(noise, h, layout)

@@ -24,6 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from mjharness.integrators import STATUS_NONFINITE
+from mjharness.integrators.contracts import engine_step
 from mjharness.integrators.prng import step_key
 
 from .. import cache
@@ -101,6 +102,7 @@ def _outputs_batched(scene, st: ChunkStatic):
 def _advance_world(scene, st: ChunkStatic):
     """One step of one world: (state of the world, k, constants, ...) -> state of the world."""
     integ, kind, mode, ctrl_fn = st.integ, st.kind, st.ctrl_mode, st.ctrl_fn
+    step = engine_step(integ)  # one shape, whatever the integrator: (x, carry) / (x, status, carry)
     names = [p for p, _ in st.params]
     threaded = bool(st.carry)
 
@@ -111,19 +113,17 @@ def _advance_world(scene, st: ChunkStatic):
             u = ctrl_fn(t, x)
         elif mode == "none":
             u = None
-        kw = {"carry": carry} if threaded else {}  # integrators without a carry are called as before
+        cin = carry if threaded else None  # integrators without a carry are called as before
         if callable(getattr(sc, "pre_step", None)):  # a System's per-model pre-step hooks
             x = sc.pre_step(t, x)
         code = jnp.int8(0)
         if kind == "fixed":
-            out = integ.step(sc, t, x, c.dt, ctrl=u, **kw)
+            xn, cn = step(sc, t, x, c.dt, ctrl=u, carry=cin)
         elif kind == "stochastic":
-            out = integ.step(sc, t, x, c.dt, step_key(c.seed, wid, k), ctrl=u, **kw)
+            xn, cn = step(sc, t, x, c.dt, step_key(c.seed, wid, k), ctrl=u, carry=cin)
         else:
-            out = integ.advance(sc, t, x, t + c.dt, ctrl=u, **kw)
-            code, out = out[1], (out[0],) + tuple(out[2:])
-            out = out if threaded else out[0]
-        xn, cn = out if threaded else (out, carry)
+            xn, code, cn = step(sc, t, x, t + c.dt, ctrl=u, carry=cin)
+        cn = cn if threaded else carry
         xn = jnp.asarray(xn, x.dtype)
         code = jnp.asarray(code).astype(jnp.int8)
         code = jnp.where(code != 0, code, jnp.where(jnp.all(jnp.isfinite(xn)), 0, STATUS_NONFINITE).astype(jnp.int8))
