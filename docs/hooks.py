@@ -3,7 +3,8 @@
 The distribution maps top-level folders onto ``mjharness.*`` (setuptools ``package-dir``: ``rollout/`` is
 ``mjharness.rollout``) and has no ``mjharness/`` folder, which griffe's static finder needs; its editable-install
 support assumes a package's folder carries the package's name. So, before the first page is rendered, this hook
-lays out ``<tmp>/mjharness/<sub> -> <repo>/<folder>`` symlinks (and an ``__init__.py``) and adds ``<tmp>`` to the handler's search paths.
+lays out ``<tmp>/mjharness/<sub> -> <repo>/<folder>`` symlinks (and an
+``__init__.py``) and adds ``<tmp>`` to the handler's search paths.
 """
 
 from __future__ import annotations

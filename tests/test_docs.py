@@ -30,7 +30,8 @@ def skipped_blocks(text: str) -> int:
 
 
 def test_block_extraction():
-    text = "a\n```python\nx = 1\n```\n<!-- no-test -->\n```python\ngpu()\n```\n```bash\nls\n```\n```python\ny = x\n```\n"
+    text = ("a\n```python\nx = 1\n```\n<!-- no-test -->\n```python\ngpu()\n```\n"
+            "```bash\nls\n```\n```python\ny = x\n```\n")
     assert python_blocks(text) == [(3, "x = 1\n"), (13, "y = x\n")]
     assert skipped_blocks(text) == 1
 
