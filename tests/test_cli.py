@@ -9,6 +9,7 @@ executable or fail while tracing, before any compile.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -388,3 +389,83 @@ def test_every_command_is_there_and_debug_goes_either_side(capsys):
             parser.parse_args([name, "--help"])
         assert info.value.code == 0
         assert "--debug" in capsys.readouterr().out
+
+
+# -- inspect: what a scene holds, and the exit run would give (issue 29, item 7) -------------------------------
+
+_INSPECT_XML = """<mujoco model="inspect_probe"><worldbody>
+<geom name="floor" type="plane" size="1 1 .1"/>
+<camera name="overview" pos="0 -2 1" xyaxes="1 0 0 0 1 2"/>
+<body name="arm" pos="0 0 .5"><joint name="elbow" axis="0 1 0"/>
+  <geom type="capsule" fromto="0 0 0 .3 0 0" size=".03"/><site name="tip" pos=".3 0 0"/>
+  <camera name="wrist" pos=".3 0 0" mode="track"/></body></worldbody>
+<actuator><motor name="m" joint="elbow" ctrlrange="-2 2"/><position name="p" joint="elbow" kp="5"/></actuator>
+<sensor><accelerometer name="acc" site="tip"/><jointpos name="q" joint="elbow"/><touch name="pad" site="tip"/></sensor>
+</mujoco>"""
+
+
+def _rows(out: str, header: str) -> list:
+    """The element rows (split on whitespace) of one block of inspect's listing."""
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(header)) + 2  # header, column names
+    rows = []
+    for line in lines[start:]:
+        if not line.startswith("  "):
+            break
+        rows.append(line.split())
+    return rows
+
+
+def test_inspect_lists_sensors_actuators_sites_cameras(tmp_path, capsys):
+    path = tmp_path / "probe.xml"
+    path.write_text(_INSPECT_XML)
+    m = mujoco.MjModel.from_xml_string(_INSPECT_XML)
+    assert main(["inspect", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert _rows(out, "sensors (3)") == [["acc", "accelerometer", "site:tip", "0", "3"],
+                                         ["q", "jointpos", "joint:elbow", "3", "1"],
+                                         ["pad", "touch", "site:tip", "4", "1"]]
+    assert _rows(out, "actuators (2)") == [["m", "joint:elbow", "none", "fixed", "none", "[-2.0,", "2.0]"],
+                                           ["p", "joint:elbow", "none", "fixed", "affine", "-"]]
+    assert _rows(out, "sites (1)") == [["tip", "arm", "sphere"]]
+    assert _rows(out, "cameras (2)") == [["overview", "world", "fixed"], ["wrist", "arm", "track"]]
+    assert main(["inspect", str(path), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [(s["name"], s["adr"], s["dim"]) for s in data["sensors"]] == \
+        [(m.sensor(i).name, int(m.sensor_adr[i]), int(m.sensor_dim[i])) for i in range(m.nsensor)]
+    assert [a["name"] for a in data["actuators"]] == ["m", "p"] and data["actuators"][0]["ctrlrange"] == [-2.0, 2.0]
+    assert [c["name"] for c in data["cameras"]] == ["overview", "wrist"] and data["refused"] is None
+
+
+def _error(err: str) -> str:
+    """The message of the error paragraph, without the command's prefix."""
+    return _paragraph(err).split(": error: ", 1)[1]
+
+
+@pytest.mark.parametrize("xml, args", [
+    # MJX refuses PGS: run --backend mjx --mjx strict refuses it, and so does inspect, with the same message
+    ('<mujoco><option solver="PGS"/><worldbody><body><freejoint/><geom size=".1"/></body></worldbody></mujoco>',
+     ["--backend", "mjx", "--mjx", "strict"]),
+    # MuJoCo cannot compile it
+    ('<mujoco><worldbody><body><geom type="bogus"/></body></worldbody></mujoco>', []),
+])
+def test_inspect_exits_like_run(xml, args, tmp_path, capsys):
+    path = tmp_path / "refused.xml"
+    path.write_text(xml)
+    assert main(["run", str(path), *args, "--steps", "10", "--batch", "1", "--out", str(tmp_path / "r.h5")]) == 2
+    run_message = _error(capsys.readouterr().err)
+    assert main(["inspect", str(path), *args]) == 2
+    assert _error(capsys.readouterr().err) == run_message
+    assert not (tmp_path / "r.h5").exists()
+
+
+def test_inspect_lists_what_mujoco_compiles_before_an_mjx_refusal(tmp_path, capsys):
+    path = tmp_path / "pgs.xml"
+    path.write_text('<mujoco><option solver="PGS"/><worldbody><body name="b"><freejoint/><geom size=".1"/>'
+                    '<site name="s"/></body></worldbody><sensor><gyro name="g" site="s"/></sensor></mujoco>')
+    assert main(["inspect", str(path)]) == 0  # the default backend on CPU (MuJoCo C) runs PGS: so would run
+    capsys.readouterr()
+    assert main(["inspect", str(path), "--backend", "mjx", "--mjx", "strict"]) == 2
+    out, err = capsys.readouterr()
+    assert _rows(out, "sensors (1)") == [["g", "gyro", "site:s", "0", "3"]]
+    assert "MJX_SOLVER_UNSUPPORTED" in err

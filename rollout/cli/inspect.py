@@ -1,69 +1,174 @@
-"""``mjharness inspect SCENE``: a scene's kinematic topology (body tree, loop closures, supernodes), its
-named states (offsets into x and dx, joints) and its MJX log; ``--json`` gives the same as data.
+"""``mjharness inspect SCENE``: what a scene holds and whether ``run`` would take it.
 
-    mjharness inspect [SCENE] [--json] [--mjx adapt|strict] [--quaternion-update quaternion|quaternion_qdot]
+    mjharness inspect [SCENE] [--json] [--mjx adapt|strict] [--backend auto|mujoco|mjx|warp]
+                      [--unsupported-contacts refuse|exclude] [--quaternion-update quaternion|quaternion_qdot]
 
-The topology needs MuJoCo only, so it is shown for models MJX refuses too; the state layout then says
-why it is missing.
+It lists the model's sensors (name, MuJoCo type, object, adr, dim), actuators (target, dynamics, gain,
+bias, ctrl range), sites and cameras, its kinematic topology (body tree, loop closures, supernodes), its
+named states (offsets into x and dx, joints), the integrator it names and its MJX log.
+
+It loads the scene with the function ``run`` uses (``resolve_run_scene``, same options, same defaults), so
+it exits like ``run`` would on the model: 0, or 2 with run's own message when run would refuse it (an MJX
+refusal under ``--mjx strict``, a model MuJoCo cannot compile, a backend the model cannot use). What needs
+MuJoCo only (sensors, actuators, sites, cameras, topology) is still printed before the refusal when the
+model compiles.
 """
 
 from __future__ import annotations
 
 import json
 
+import mujoco
+
 from .common import DEFAULT_SCENE, MJX_MODES, QUATERNION_UPDATES, print_layout, scene_label
+
+_OBJ = mujoco.mjtObj
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("inspect", help="print a scene's topology, state layout and MJX compatibility log",
-                       description="Print SCENE's body tree, loop-closing equalities (cutjoints) and supernodes, its "
-                                   "named states (offsets into x and dx, joints) and its MJX log.")
+    p = sub.add_parser("inspect", help="print a scene's sensors, actuators, sites, cameras, topology, states and "
+                       "MJX log; exit 2 where run would refuse it",
+                       description="Print SCENE's sensors, actuators, sites and cameras, its body tree, loop-closing "
+                                   "equalities (cutjoints) and supernodes, its named states and its MJX log. Loads "
+                                   "the scene as `mjharness run` does: exit 2, with run's message, where run would "
+                                   "refuse it.")
     p.add_argument("scene", nargs="?", default=DEFAULT_SCENE)
     p.add_argument("--json", action="store_true", help="print the same as one JSON object")
-    p.add_argument("--mjx", choices=MJX_MODES, default="adapt")
+    p.add_argument("--mjx", choices=MJX_MODES, default="adapt",
+                   help="as for run: adapt (apply and log MJX substitutions) or strict (refuse what MJX refuses)")
+    p.add_argument("--backend", default="auto", help="as for run (default auto)")
+    p.add_argument("--unsupported-contacts", choices=("refuse", "exclude"), default="refuse",
+                   help="as for run: exclude drops exactly the geom pairs MJX cannot collide")
     p.add_argument("--quaternion-update", choices=QUATERNION_UPDATES, default="quaternion")
     p.set_defaults(func=command, subject=lambda args: f"scene {scene_label(args.scene)!r}")
 
 
-def _states(args):
-    """(MjScene, None) or (None, the reason MJX cannot run the scene)."""
-    from mjharness.rollout.engine import resolve_scene
-    from mjharness.scenes import SceneError
+def _name(m, obj, i: int, prefix: str) -> str:
+    return mujoco.mj_id2name(m, obj, int(i)) or f"{prefix}{int(i)}"
+
+
+def _enum(enum, value: int, prefix: str) -> str:
+    return enum(int(value)).name.removeprefix(prefix).lower()
+
+
+def sensors(m: mujoco.MjModel) -> list[dict]:
+    """name, type (as MuJoCo spells it), object, adr, dim: the file's ``/sensors`` table."""
+    from mjharness.adapters.outputs import sensor_table
+
+    return [{k: r[k] for k in ("name", "type", "object", "adr", "dim")} for r in sensor_table(m)]
+
+
+_TRN_OBJ = {mujoco.mjtTrn.mjTRN_JOINT: (_OBJ.mjOBJ_JOINT, "joint"), mujoco.mjtTrn.mjTRN_JOINTINPARENT:
+            (_OBJ.mjOBJ_JOINT, "joint"), mujoco.mjtTrn.mjTRN_TENDON: (_OBJ.mjOBJ_TENDON, "tendon"),
+            mujoco.mjtTrn.mjTRN_SITE: (_OBJ.mjOBJ_SITE, "site"), mujoco.mjtTrn.mjTRN_BODY: (_OBJ.mjOBJ_BODY, "body"),
+            mujoco.mjtTrn.mjTRN_SLIDERCRANK: (_OBJ.mjOBJ_SITE, "site")}
+
+
+def actuators(m: mujoco.MjModel) -> list[dict]:
+    """name, transmission target (``joint:elbow``), dynamics/gain/bias types, ctrl range (None if unlimited)."""
+    rows = []
+    for i in range(m.nu):
+        obj, kind = _TRN_OBJ.get(mujoco.mjtTrn(int(m.actuator_trntype[i])), (None, "?"))
+        target = _name(m, obj, m.actuator_trnid[i, 0], kind) if obj is not None else "?"
+        rows.append(dict(name=_name(m, _OBJ.mjOBJ_ACTUATOR, i, "actuator"), target=f"{kind}:{target}",
+                         dyn=_enum(mujoco.mjtDyn, m.actuator_dyntype[i], "mjDYN_"),
+                         gain=_enum(mujoco.mjtGain, m.actuator_gaintype[i], "mjGAIN_"),
+                         bias=_enum(mujoco.mjtBias, m.actuator_biastype[i], "mjBIAS_"),
+                         ctrlrange=[float(v) for v in m.actuator_ctrlrange[i]] if m.actuator_ctrllimited[i] else None))
+    return rows
+
+
+def sites(m: mujoco.MjModel) -> list[dict]:
+    return [dict(name=_name(m, _OBJ.mjOBJ_SITE, i, "site"), body=_name(m, _OBJ.mjOBJ_BODY, m.site_bodyid[i], "body"),
+                 type=_enum(mujoco.mjtGeom, m.site_type[i], "mjGEOM_")) for i in range(m.nsite)]
+
+
+def cameras(m: mujoco.MjModel) -> list[dict]:
+    return [dict(name=_name(m, _OBJ.mjOBJ_CAMERA, i, "camera"), body=_name(m, _OBJ.mjOBJ_BODY, m.cam_bodyid[i], "body"),
+                 mode=_enum(mujoco.mjtCamLight, m.cam_mode[i], "mjCAMLIGHT_")) for i in range(m.ncam)]
+
+
+def elements(m: mujoco.MjModel) -> dict:
+    """Everything above, by kind."""
+    return dict(sensors=sensors(m), actuators=actuators(m), sites=sites(m), cameras=cameras(m))
+
+
+def format_elements(elems: dict) -> str:
+    """One block per kind: a header with the count, then one aligned row per element."""
+    out = []
+    for kind, rows in elems.items():
+        out.append(f"{kind} ({len(rows)})" + (":" if rows else ""))
+        cols = list(rows[0]) if rows else []
+        cells = [[("-" if r[c] is None else str(r[c])) for c in cols] for r in rows]
+        widths = [max(len(c), *(len(row[k]) for row in cells)) for k, c in enumerate(cols)]
+        if rows:
+            out.append("  " + "  ".join(c.ljust(w) for c, w in zip(cols, widths)).rstrip())
+        out += ["  " + "  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip() for row in cells]
+    return "\n".join(out)
+
+
+def _compile(scene):
+    """The plain MuJoCo model (no MJX checks), or None when MuJoCo itself cannot compile the scene."""
+    from mjharness.scenes import SceneError, parse_spec
 
     try:
-        return resolve_scene(args.scene, mjx=args.mjx, quaternion_update=args.quaternion_update), None
-    except SceneError as e:
-        return None, str(e)
+        return parse_spec(scene)[0].compile()
+    except (SceneError, ValueError, OSError):
+        return None
+
+
+def _resolve(args):
+    """(scene, None) as run would build it, or (None, the exception run would fail with)."""
+    from mjharness.rollout.engine.plan import resolve_run_scene
+
+    try:
+        scene, _ = resolve_run_scene(args.scene, mjx=args.mjx, quaternion_update=args.quaternion_update,
+                                     backend=args.backend, unsupported_contacts=args.unsupported_contacts)
+        return scene, None
+    except Exception as e:  # noqa: BLE001 -- re-raised below, after what MuJoCo alone can show
+        return None, e
 
 
 def command(args) -> int:
-    from mjharness.scenes import format_topology, parse_spec, topology_report
-    from mjharness.scenes.compat import format_compat_log
+    from mjharness.scenes import format_topology, topology_report
 
-    topo = topology_report(parse_spec(args.scene)[0].compile())
-    scene, refused = _states(args)
+    scene, refusal = _resolve(args)
+    model = scene.model if scene is not None else _compile(args.scene)
+    if model is None:
+        raise refusal  # MuJoCo cannot compile it: run's own error, nothing to list
+    elems, topo = elements(model), topology_report(model)
     rows = [] if scene is None else [dict(d, joint=scene.joint_of(d["name"])) for d in scene.layout.describe()]
     if args.json:
-        out = dict(scene=scene_label(args.scene), topology=topo, mjx_refused=refused, states=rows)
+        out = dict(scene=scene_label(args.scene), **elems, topology=topo, states=rows,
+                   refused=None if refusal is None else str(refusal))
         if scene is not None:
-            out.update(integrator=_own_integrator(scene), timestep=float(scene.model.opt.timestep),
-                       compat_log=list(scene.compat_log))
+            out.update(backend=scene.backend, integrator=_own_integrator(scene),
+                       timestep=float(model.opt.timestep), compat_log=list(scene.compat_log))
         print(json.dumps(out, indent=1, default=str))
-        return 0
-    print(format_topology(topo))
-    print()
-    if scene is None:
-        print(f"{scene_label(args.scene)}: no state layout: {refused}")
-        return 0
+    else:
+        print(f"{scene_label(args.scene)}: nq={model.nq} nv={model.nv} nu={model.nu} na={model.na} "
+              f"nbody={model.nbody} ngeom={model.ngeom}")
+        print(format_elements(elems))
+        print()
+        print(format_topology(topo))
+        if scene is not None:
+            _print_states(scene, rows)
+    if refusal is not None:
+        raise refusal  # exit 2 with run's message (the CLI's error handler prints it)
+    return 0
+
+
+def _print_states(scene, rows) -> None:
+    from mjharness.scenes.compat import format_compat_log
+
     layout = scene.layout
-    print(f"{scene_label(args.scene)}: {len(rows)} states")
+    print()
+    print(f"{len(rows)} states (backend {scene.backend}):")
     print_layout(rows)
-    print(f"totals: nq={scene.nq} nv={scene.nv} nu={scene.nu} na={scene.na}  x: {layout.size}  "
-          f"dx: {layout.deriv_size}  noise slots: {layout.noise_slots}")
+    print(f"totals: x: {layout.size}  dx: {layout.deriv_size}  noise slots: {layout.noise_slots}")
     print(f"integrator the scene names: {_own_integrator(scene)}, timestep {scene.model.opt.timestep:g}")
     print("MJX compatibility log:")
     print("  " + format_compat_log(scene.compat_log).replace("\n", "\n  "))
-    return 0
 
 
 def _own_integrator(scene) -> str:
