@@ -23,23 +23,22 @@ import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import jax
 import jax.numpy as jnp
 import mujoco
 import numpy as np
 from mujoco import mjx
 
 from mjharness.integrators import ContractError, StateError, StateLayout, StateRegistry, StateSpec
-from mjharness.integrators.digest import tree_digest
 from mjharness.integrators.policies import quat_dot
 from mjharness.integrators.state import canonical_update
-from mjharness.scenes import SceneError, compat, load_scene, parse_spec, scene_info
+from mjharness.scenes import scene_info
 
-from . import mujoco_backend as _host
 from . import noise as _noise
+from .backends import AUTO, BACKEND_NAMES, get_backend, initial_backend, requested
+from .backends import host as _host
 
 QUATERNION_UPDATES = ("quaternion", "quaternion_qdot")
-BACKENDS = ("mjx", "mujoco", "warp")
+BACKENDS = BACKEND_NAMES
 # MuJoCo's <option integrator> -> the registry name of ours that reproduces it.
 SCENE_INTEGRATORS = {int(mujoco.mjtIntegrator.mjINT_EULER): "semi_implicit_euler",
                      int(mujoco.mjtIntegrator.mjINT_RK4): "rk4",
@@ -105,55 +104,6 @@ def _mujoco_specs(model: mujoco.MjModel, quaternion_update: str) -> list[tuple[s
     return pos + vel + act
 
 
-def _load_native(src) -> mujoco.MjModel:
-    """Compile for MuJoCo C as given: no MJX checks, no adaptation (MuJoCo C runs what it compiles)."""
-    if isinstance(src, mujoco.MjModel):
-        return src
-    spec, source = parse_spec(src)
-    try:
-        return spec.compile()
-    except Exception as e:
-        raise SceneError(source, str(e).strip(), codes=("MJCF_COMPILE_FAILED",)) from None
-
-
-@jax.custom_jvp
-def _warp_input(x):
-    """Identity on the state entering MJWarp, whose FFI kernels have no derivative: a clear refusal."""
-    return x
-
-
-@_warp_input.defjvp
-def _warp_no_jvp(primals, tangents):
-    raise _host.BackendError("MjScene backend='warp' runs MJWarp's FFI kernels, which JAX cannot differentiate "
-                             "(jax.grad / jax.jvp); use backend='mjx' to differentiate")
-
-
-def _put_model(model: mujoco.MjModel, source: str, backend: str = "mjx"):
-    if backend == "mujoco":
-        return None  # MuJoCo C evaluates: no MJX model, no MJX trace check
-    if backend == "warp":
-        # MJX runs its own vendored MJWarp (mujoco.mjx.third_party.mujoco_warp) and needs only warp-lang;
-        # mujoco.mjx.warp.WARP_INSTALLED is MJX's own verdict on `import warp` (it printed why not).
-        from mujoco.mjx import warp as _mjx_warp
-        if not _mjx_warp.WARP_INSTALLED or _mjx_warp.mujoco_warp is None:
-            raise _host.BackendError("backend='warp' needs the warp-lang package (MJX could not import warp "
-                                     "or its MJWarp): pip install 'mjharness[warp]'")
-        try:
-            return mjx.put_model(model, device=jax.local_devices()[0], impl="warp")
-        except (NotImplementedError, ValueError) as e:
-            raise SceneError(source, f"MJX (impl='warp') cannot run this model: {e}") from None
-    # Our own checks first, so a model that skipped load_scene still gets every reason at once.
-    compat.require_mjx_compatible(model, source)
-    # A raw MjModel skipped load_scene's abstract trace of mjx.forward; one that came through it has its
-    # verdict cached. Refuse (SceneError with a code), do not adapt: self.model serves MuJoCo C as well.
-    compat.check_mjx_trace(model, source, adapt=False)
-    try:
-        # This process's device: after jax.distributed.initialize, jax.devices()[0] (MJX's default) is process 0's.
-        return mjx.put_model(model, device=jax.local_devices()[0])
-    except NotImplementedError as e:  # MJX names only the first problem; load_scene checks all first
-        raise SceneError(source, f"MJX cannot run this model: {e}") from None
-
-
 class MjScene:
     """A MuJoCo model registered as named states (see module docstring).
 
@@ -163,30 +113,27 @@ class MjScene:
     does to 1e-14) or ``"quaternion_qdot"`` (4-component q-dot integrated as a vector, normalised
     after the step; agrees with C's RK4 only to O(h^5 w^5) per step).
     The layout is finalized on first use of ``layout``; ``add_state`` must come before that.
+
+    ``backend`` (``adapters/backends``): ``"auto"`` (default) evaluates through MJX when used directly
+    (``dynamics``, ``forward``, ``jax.grad``, ``simulate``, ``fit``), and a ``rollout`` resolves it per
+    run (``backends.choose``: MuJoCo C on CPU unless the run needs an MJX-only capability; MJX on an
+    accelerator). A model MJX refuses makes an auto scene MuJoCo C from the start. ``"mjx"``,
+    ``"mujoco"``, ``"warp"`` fix the backend. ``threads`` (MuJoCo C) and ``naconmax`` (warp) are
+    backend options.
     """
 
-    def __init__(self, model, quaternion_update: str = "quaternion", backend: str = "mjx", threads: int | None = None,
+    def __init__(self, model, quaternion_update: str = "quaternion", backend: str = AUTO, threads: int | None = None,
                  naconmax: int | None = None):
         quaternion_update = canonical_update(quaternion_update)
         if quaternion_update not in QUATERNION_UPDATES:
             raise StateError(f"quaternion_update must be one of {QUATERNION_UPDATES}, got {quaternion_update!r}")
-        if backend not in BACKENDS:
-            raise _host.BackendError(f"backend must be one of {BACKENDS}, got {backend!r}")
-        if threads is not None and backend != "mujoco":
-            raise _host.BackendError(f"threads= applies to backend='mujoco' only (backend is {backend!r})")
-        if naconmax is not None and (backend != "warp" or not isinstance(naconmax, int) or naconmax < 1):
-            raise _host.BackendError(f"naconmax= is a positive int for backend='warp' only; got {naconmax!r} "
-                                     f"with backend={backend!r}")
-        self.backend = backend
-        # MJWarp's contact arena is ONE buffer shared by every vmapped world; MJX's default (48) drops
-        # contacts beyond a few worlds with only a printed overflow. 48 per world for 1024 worlds.
-        self._naconmax = (naconmax or 48 * 1024) if backend == "warp" else None
-        if backend == "mujoco":
-            self.model = _load_native(model)
-        else:
-            self.model = load_scene(model) if not isinstance(model, mujoco.MjModel) else model
+        self.requested_backend = backend
+        self._source = model
+        self._opts = dict(threads=threads, naconmax=naconmax)
+        impl, self.model, self.mjx_model, self.backend_note = initial_backend(model, backend, self._opts)
+        self.backend_impl = impl
+        self.backend = impl.name
         self.quaternion_update = quaternion_update
-        self.mjx_model = _put_model(self.model, scene_info(self.model).source, backend)
         self.data = mujoco.MjData(self.model)  # runtime values: the default state and controls
         self.joints = joint_states(self.model)
         # The registry groups states by model (noise slots, tolerance overrides): the MuJoCo states
@@ -197,16 +144,43 @@ class MjScene:
             self.registry.register(name, spec, model=self.name)
         self._extras: dict[str, tuple[Callable, np.ndarray]] = {}
         # Built eagerly: created lazily inside a jit/vmap trace it would leak tracers.
-        self._template = self._put_data(self.model, self.data)
-        self._host = _host.HostPool(self.model, self.data, threads) if backend == "mujoco" else None
+        self._template = impl.put_data(self.model, self.data, self._opts)
+        self._host = impl.host_pool(self.model, self.data, self._opts)
         self._host_fns = {}
 
-    def _put_data(self, model, data):
-        """The MJX data template (None on backend='mujoco'); warp data with its contact arena."""
-        if self.backend == "mujoco":
-            return None
-        kw = {"impl": "warp", "naconmax": self._naconmax} if self.backend == "warp" else {}
-        return mjx.put_data(model, data, device=jax.local_devices()[0], **kw)
+    def on_backend(self, name: str) -> MjScene:
+        """This scene evaluated by backend ``name``: itself, or (an ``"auto"`` scene) a twin sharing its
+        registry, noise and runtime values, with the model compiled for that backend from the same source."""
+        if name == self.backend:
+            return self
+        requested((self.requested_backend, "this MjScene"), (name, "the run"))  # only an auto scene has twins
+        impl = get_backend(name)
+        impl.check_options(**self._opts)
+        if self._extras:
+            impl.require("extra_states", f"add_state {sorted(self._extras)}")
+        twin = copy.copy(self)
+        model = impl.load(self._source)
+        mjx_model = impl.put_model(model, scene_info(model).source, self._opts)
+        twin.backend_impl, twin.backend, twin.requested_backend = impl, name, name
+        twin.backend_note = ""
+        twin._rebuild(model, mjx_model)
+        return twin
+
+    def _rebuild(self, model, mjx_model) -> None:
+        """Swap in ``model`` (same layout) for this scene's backend; runtime values carry over."""
+        data = mujoco.MjData(model)
+        for f in ("qpos", "qvel", "act", "ctrl", "qacc_warmstart", "qfrc_applied", "xfrc_applied", "mocap_pos",
+                  "mocap_quat", "userdata"):
+            src, dst = getattr(self.data, f), getattr(data, f)
+            if src.shape == dst.shape:
+                dst[:] = src
+        data.time = self.data.time
+        mujoco.mj_forward(model, data)
+        self.model, self.mjx_model, self.data = model, mjx_model, data
+        self._template = self.backend_impl.put_data(model, data, self._opts)
+        self._host = self.backend_impl.host_pool(model, data, self._opts)
+        self._host_fns = {}
+        self.joints = joint_states(model)
 
     # -- registration ---------------------------------------------------------------------------
     def add_state(self, prefix: str, name: str, spec: StateSpec, derivative_fn: Callable,
@@ -240,6 +214,19 @@ class MjScene:
         self._extras[full] = (derivative_fn, init)
         _noise.register_extra_diffusion(self, full, diffusion_fn)
         return full
+
+    def needs(self) -> dict[str, str]:
+        """The backend capabilities what is registered on this scene needs ({capability: what needs it})."""
+        noise = _noise.scene_noise(self)
+        kinds = {s.kind for s in noise.sources}
+        out = {}
+        if self._extras:
+            out["extra_states"] = f"add_state {sorted(self._extras)}"
+        if "body" in kinds:
+            out["body_noise"] = "add_body_noise"
+        if "joint" in kinds:
+            out["joint_noise"] = "add_joint_noise"
+        return out
 
     @property
     def layout(self) -> StateLayout:
@@ -342,17 +329,13 @@ class MjScene:
         return self.layout.reset(values or {}, base=x)
 
     def _require_mjx(self, what: str) -> None:
-        if self.backend == "mujoco":
-            raise _host.BackendError(f"{what} needs MJX data; this MjScene has backend='mujoco' (MuJoCo C): "
-                                     f"use backend='mjx'")
+        self.backend_impl.require("mjx_data", what)
 
     def to_mjx(self, x, data=None):
         """Write a (batched) value buffer into MJX data (qpos, qvel, act)."""
         self._require_mjx("to_mjx")
         data = self._template if data is None else data
-        x = jnp.asarray(x)  # a NumPy buffer works outside jit too
-        if self.backend == "warp":  # MJWarp's kernels are float32 only and refuse float64 input
-            x = _warp_input(x).astype(data.qpos.dtype)
+        x = self.backend_impl.cast_input(jnp.asarray(x), data.qpos.dtype)  # a NumPy buffer works outside jit too
         upd = dict(qpos=x[..., self.qpos_segment], qvel=x[..., self.qvel_segment])
         if self.model.na:
             upd["act"] = x[..., self.act_segment]
@@ -407,39 +390,7 @@ class MjScene:
 
     def _evaluate(self, t, x, ctrl, carry, mode="forward", h=0.0, force=None):
         ws = None if carry is None else carry["qacc_warmstart"]
-        if self.backend == "mujoco":
-            return self._host_evaluate(mode, t, x, ctrl, ws, h, force)
-        return self.forward(t, x, ctrl, qacc_warmstart=ws)
-
-    def _host_evaluate(self, mode, t, x, ctrl, ws, h, force=None):
-        """MuJoCo C at this stage (one world; vmap makes it one batched host call): ``HostData``.
-        ``force`` (k, nv) constant: ``HostData.minv_f`` holds M(q)^-1 of its rows (joint-noise diffusion)."""
-        key = mode if force is None else (mode, np.asarray(force, np.float64).tobytes())
-        fn = self._host_fns.get(key)
-        if fn is None:
-            fn = self._host_fns[key] = _host.make_evaluator(self._host, mode, force)
-        m = self.model
-        ctrl = self.data.ctrl if ctrl is None else ctrl
-        ws = np.zeros(m.nv) if ws is None else ws
-        f64 = jnp.float64
-        out = fn(jnp.asarray(t, f64), jnp.asarray(x, f64)[:m.nq + m.nv + m.na],
-                 jnp.reshape(jnp.asarray(ctrl, f64), (m.nu,)), jnp.asarray(ws, f64), jnp.asarray(h, f64))
-        return _host.HostData(out, m.nv, m.na)
-
-    def host_outputs(self, specs, t, x, ctrl=None, qacc_warmstart=None, rne=False):
-        """Recorded outputs ``specs`` of one world through MuJoCo C (backend='mujoco'; vmap makes it one
-        batched host call): the flat (width,) row, specs in order (``adapters/outputs.py`` splits it)."""
-        if self.backend != "mujoco":
-            raise _host.BackendError(f"host_outputs is backend='mujoco' only (backend is {self.backend!r})")
-        key = ("outputs", tuple(specs), bool(rne))
-        fn = self._host_fns.get(key)
-        if fn is None:
-            fn = self._host_fns[key] = _host.make_output_evaluator(_host.HostOutputs(self._host, specs, rne))
-        m, f64 = self.model, jnp.float64
-        ctrl = self.data.ctrl if ctrl is None else ctrl
-        ws = np.zeros(m.nv) if qacc_warmstart is None else qacc_warmstart
-        return fn(jnp.asarray(t, f64), jnp.asarray(x, f64)[:m.nq + m.nv + m.na],
-                  jnp.reshape(jnp.asarray(ctrl, f64), (m.nu,)), jnp.reshape(jnp.asarray(ws, f64), (m.nv,)))
+        return self.backend_impl.evaluate(self, t, x, ctrl, ws, mode=mode, h=h, force=force)
 
     @staticmethod
     def _qacc(d):
@@ -491,23 +442,7 @@ class MjScene:
         MuJoCo's Euler integrator (unless ``eulerdamp`` is disabled) solves
         (M + h diag(dof_damping)) qacc = qfrc_smooth + qfrc_constraint instead of using qacc.
         """
-        if self.backend == "mujoco":  # mj_Euler's own damped solve
-            d = self._evaluate(t, x, ctrl, carry, mode="euler", h=h)
-            return self._with_carry(self._derivative(t, x, d, d.qacc_used), d, carry)
-        d = self._evaluate(t, x, ctrl, carry)
-        qacc = d.qacc
-        if not (self.model.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_EULERDAMP) and np.any(
-                self.model.dof_damping > 0):
-            from mujoco.mjx._src import smooth, support  # MJX's own factor/solve of M
-
-            m = self.mjx_model
-            # As mjx.forward.euler (MJX 3.17): the inertia matrix lives in d._impl.M.
-            if support.is_sparse(m):
-                M = d._impl.M.at[m.M_rowadr + m.M_rownnz - 1].add(h * m.dof_damping)
-            else:
-                M = d._impl.M + jnp.diag(h * m.dof_damping)
-            dh = smooth.factor_m(m, d.tree_replace({"_impl.M": M}))
-            qacc = smooth.solve_m(m, dh, d.qfrc_smooth + d.qfrc_constraint)
+        d, qacc = self.backend_impl.euler(self, t, x, h, ctrl, carry)
         return self._with_carry(self._derivative(t, x, d, qacc), d, carry)
 
     # -- implicitfast (IMPLICIT helper) --
@@ -519,18 +454,10 @@ class MjScene:
         FILTEREXACT activations get the rate whose Euler step is mj_advance's exact filter step.
         The carry proposal is the forward qacc, which MuJoCo saves as the next warm start.
         """
-        if self.backend == "mujoco":  # mj_implicit's own factorisation and activation update
-            d = self._evaluate(t, x, ctrl, carry, mode="implicit", h=h)
-            return self._with_carry(self._derivative(t, x, d, d.qacc_used), d, carry)
-        from . import implicit as _implicit  # MJX internals: only scenes stepped implicitly need them
-
-        why = _implicit.unsupported(self.mjx_model)
-        if why:
-            raise SceneError(scene_info(self.model).source, f"cannot step with implicit_fast: {why}")
-        d = self._evaluate(t, x, ctrl, carry)
-        dx = self._derivative(t, x, d, _implicit.implicitfast_qacc(self.mjx_model, d, h))
-        if self.model.na:
-            dx = dx.at[self.layout["act"].deriv_slice].set(_implicit.act_rate(self.mjx_model, d.act_dot, h))
+        d, qacc, act_rate = self.backend_impl.implicit(self, t, x, h, ctrl, carry)
+        dx = self._derivative(t, x, d, qacc)
+        if act_rate is not None:
+            dx = dx.at[self.layout["act"].deriv_slice].set(act_rate)
         return self._with_carry(dx, d, carry)
     # -- end implicitfast --
 
@@ -556,7 +483,7 @@ class MjScene:
         Anything else (a joint added, renamed or retyped, na changed) raises and leaves the scene
         as it was.
         """
-        new_model = load_scene(new_model) if not isinstance(new_model, mujoco.MjModel) else new_model
+        new_model = self.backend_impl.load(new_model)
         # Noise sources are not part of the MuJoCo layout (they survive a recompile).
         old = [(n, dataclasses.replace(self.registry.spec(n), noise_count=0))
                for n in self.registry.names if n not in self._extras]
@@ -567,20 +494,9 @@ class MjScene:
                       f"{diff[1][0]!r} {diff[1][1].shape}/{diff[1][1].update}" if diff else
                       f"{len(old)} states before, {len(new)} after")
             raise StateError(f"recompile: the new model's state layout differs ({detail})")
-        mjx_model = _put_model(new_model, scene_info(new_model).source, self.backend)
-        data = mujoco.MjData(new_model)
-        for f in ("qpos", "qvel", "act", "ctrl", "qacc_warmstart", "mocap_pos", "mocap_quat", "userdata"):
-            src, dst = getattr(self.data, f), getattr(data, f)
-            if src.shape == dst.shape:
-                dst[:] = src
-        data.time = self.data.time
-        mujoco.mj_forward(new_model, data)
-        template = self._put_data(new_model, data)
-        self.model, self.mjx_model, self.data, self._template = new_model, mjx_model, data, template
-        if self.backend == "mujoco":
-            self._host = _host.HostPool(new_model, data, self._host.threads)
-            self._host_fns = {}
-        self.joints = joint_states(new_model)
+        mjx_model = self.backend_impl.put_model(new_model, scene_info(new_model).source, self._opts)
+        self._source = new_model
+        self._rebuild(new_model, mjx_model)
 
     # -- noise (stochastic scenes; implemented in adapters/noise.py) -----------------------------
     def add_joint_noise(self, joint: str, sigma):
@@ -588,9 +504,13 @@ class MjScene:
         (backend='mujoco': M's factor from mj_forward, solved by mj_solveM on the host)."""
         return _noise.add_joint_noise(self, joint, sigma)
 
+    def joint_noise_forces(self):
+        """(sources, nv) generalized forces per unit dW of the joint-noise sources, or None (``noise.joint_forces``)."""
+        return _noise.joint_forces(self)
+
     def add_body_noise(self, body: str, force_sigma=0.0, torque_sigma=0.0):
         """Wrench noise on ``body``: world-axis force at its COM and world-axis torque, via J_bodyᵀ."""
-        self._require_mjx("add_body_noise")
+        self.backend_impl.require("body_noise", f"add_body_noise({body!r})")
         return _noise.add_body_noise(self, body, force_sigma, torque_sigma)
 
     def diffusion(self, t, x, ctrl=None):
@@ -620,13 +540,7 @@ class MjScene:
         mjb = np.zeros(mujoco.mj_sizeModel(self.model), np.uint8)
         mujoco.mj_saveModel(self.model, None, mjb)
         h.update(mjb.tobytes())
-        if self.backend != "mujoco":
-            tree_digest(h, self.mjx_model)
-            tree_digest(h, self._template)
-        else:  # the host evaluation reads the scene's data (applied forces, mocap) copied into its pool
-            for f in ("ctrl", "qfrc_applied", "xfrc_applied", "mocap_pos", "mocap_quat", "userdata"):
-                h.update(np.ascontiguousarray(getattr(self.data, f)).tobytes())
-            h.update(f"threads={self._host.threads}|".encode())  # a compiled chunk calls this scene's own pool
+        self.backend_impl.digest(h, self)
         h.update(f"{type(self).__qualname__}|{self.backend}|{self.quaternion_update}|{self.layout!r}|".encode())
         h.update(repr(_noise.scene_noise(self).sources).encode())
         return h.hexdigest()

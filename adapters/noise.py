@@ -30,7 +30,7 @@ import numpy as np
 
 from mjharness.integrators import StateError, StateSpec
 
-from .mujoco_backend import BackendError, HostData
+from .backends.host import HostData
 
 _JNT = mujoco.mjtJoint
 
@@ -176,24 +176,20 @@ def _index(scene, layout):
     return cat(pos), cat(dof), cat(col)
 
 
-def _joint_forces(scene) -> np.ndarray:
-    """(sources, nv) generalized force per unit dW of every source (joint sources only: a constant)."""
+def joint_forces(scene) -> np.ndarray | None:
+    """(sources, nv) generalized force per unit dW of every source (joint sources only: a constant), or
+    None without noise sources. Backends without MJX data evaluate the diffusion from these."""
     noise = scene_noise(scene)
+    if not noise.sources:
+        return None
     bad = [s.name for s in noise.sources if s.kind != "joint"]
     if bad:
-        raise BackendError(f"add_body_noise({bad[0]!r}) needs MJX data (the body Jacobian); this MjScene has "
-                           f"backend='mujoco' (MuJoCo C): use backend='mjx'")
+        scene.backend_impl.require("body_noise", f"add_body_noise({bad[0]!r})")
     f = np.zeros((len(noise.sources), scene.model.nv))
     for i, src in enumerate(noise.sources):
         js = next(j for j in scene.joints if j.name == src.name)
         f[i, js.dofadr + src.component] = src.sigma
     return f
-
-
-def _host_data(scene, t, x, ctrl, carry):
-    """backend='mujoco': mj_forward's data at (t, x) with M(q)^-1 of the joint-noise forces (mj_solveM)."""
-    force = _joint_forces(scene) if scene_noise(scene).sources else None
-    return scene._evaluate(t, x, ctrl, carry, force=force)
 
 
 def diffusion_from_data(scene, t, x, d):
@@ -242,13 +238,13 @@ def diffusion_from_data(scene, t, x, d):
 
 def diffusion(scene, t, x, ctrl=None):
     _index(scene, scene.layout)  # refuse uncovered endpoints before any MJX work
-    d = _host_data(scene, t, x, ctrl, None) if scene.backend == "mujoco" else scene.forward(t, x, ctrl)
+    d = scene.backend_impl.noise_data(scene, t, x, ctrl, None)
     return diffusion_from_data(scene, t, x, d)
 
 
 def drift_diffusion(scene, t, x, ctrl=None, *, carry=None):
     """(derivative buffer, packed diffusion) from one ``mjx.forward``; with a carry also its proposal."""
     _index(scene, scene.layout)
-    d = _host_data(scene, t, x, ctrl, carry) if scene.backend == "mujoco" else scene._evaluate(t, x, ctrl, carry)
+    d = scene.backend_impl.noise_data(scene, t, x, ctrl, carry)
     out = (scene._derivative(t, x, d, d.qacc), diffusion_from_data(scene, t, x, d))
     return scene._with_carry(out, d, carry)

@@ -2,13 +2,17 @@
 
 An output is named like the MuJoCo ``mjData`` field it records (``xpos``, ``site_xpos``,
 ``cfrc_ext``, ...), or ``sensordata`` (every sensor), ``sensor:<name>`` (one MJCF sensor),
-``energy`` and ``contact_force``. ``parse_outputs`` checks the names against the model and returns
-a table of ``OutputSpec`` rows (data); ``evaluate_outputs`` is a pure function of one world that
-runs ``mjx.forward`` (plus MJX's ``rne_postconstraint`` where MuJoCo needs it) and reads them off.
+``energy`` and ``contact_force``; or it is a user function ``fn(scene, t, x, data) -> array`` (or a
+``(name, fn)`` pair) of the MJX data after the forward pass (diffrax's ``SaveAt(fn=...)`` idea).
 
-On ``MjScene(backend="mujoco")`` the same outputs come from MuJoCo C instead: one batched host call
-per recorded row (``mujoco_backend.HostOutputs``: mj_setState + mj_forward, plus mj_rnePostConstraint,
-mj_energyPos/Vel and mj_contactForce where needed), so they are MuJoCo C's own values.
+Each kind is one entry of the registry ``KINDS`` (``OutputKind``: how a name parses into an
+``OutputSpec`` row, how the value is read off MJX data, how off MuJoCo C's ``MjData``); plain
+``mjData`` fields are the table ``FIELDS``. ``parse_outputs`` checks the names against the model;
+``evaluate_outputs`` is a pure function of one world that asks the scene's backend: MJX runs
+``mjx.forward`` (plus ``rne_postconstraint`` where MuJoCo needs it) and reads each row's kind;
+MuJoCo C evaluates one batched host call per recorded row (``backends/host.HostOutputs``:
+mj_setState + mj_forward, plus mj_rnePostConstraint, mj_energyPos/Vel and mj_contactForce where
+needed), so its values are MuJoCo C's own.
 
 Semantics: ``live`` = evaluated at the recorded state and time (after the step), consistent with
 ``/x`` at the same row; ``sampled`` = evaluated at the state before the last step of the sample
@@ -38,7 +42,7 @@ class OutputSpec:
     """One recorded output: what it reads, its per-world shape and its metadata (all hashable)."""
 
     name: str                 # as the user wrote it (dataset name under /outputs)
-    field: str                # MuJoCo field it reads ("sensordata", "xpos", ..., "energy", "contact_force")
+    field: str                # MuJoCo field it reads ("sensordata", "xpos", ..., "energy", "contact_force", "callable")
     shape: tuple              # per world
     index: tuple = ()         # sensor:<name>: (adr, dim) into sensordata
     units: str = ""
@@ -46,6 +50,11 @@ class OutputSpec:
     labels: tuple = ()        # names along the first per-world axis
     comps: tuple = ()         # names along the last per-world axis
     extra: tuple = ()         # ((attr, value), ...) e.g. contact_force's pair ids
+    fn: object = None         # a user output function (kind "callable")
+
+    @property
+    def kind(self) -> OutputKind:
+        return KIND_OF_FIELD.get(self.field, FIELD_KIND)
 
 
 # field -> (object type for the row labels or None, components, units, frame, needs rne_postconstraint)
@@ -105,39 +114,53 @@ def _contact_pairs(m: mujoco.MjModel) -> np.ndarray:
     return np.array(sorted(pairs), dtype=np.int64).reshape(-1, 2)
 
 
-def _one(m: mujoco.MjModel, name: str) -> OutputSpec:
-    if not isinstance(name, str) or not name:
-        raise OutputError(f"output names must be non-empty strings, got {name!r}")
+def _parse_sensors(m: mujoco.MjModel, name: str) -> OutputSpec | None:
     if name == "sensordata":
         if m.nsensordata == 0:
             raise OutputError("output 'sensordata': the model has no sensors")
+        if m.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_SENSOR:
+            raise OutputError("output 'sensordata': the model's sensors are switched off (the 'sensor' disable flag; "
+                              "load_scene switches them off when MJX cannot trace them unless need_sensors=True)")
         comps = tuple(f"{r['name']}[{k}]" if r["dim"] > 1 else r["name"]
                       for r in sensor_table(m) for k in range(r["dim"]))
         return OutputSpec(name, "sensordata", (m.nsensordata,), units="per sensor (see /sensors)", frame="per sensor",
                           comps=comps)
-    if name.startswith("sensor:"):
-        sname = name[7:]
-        i = mujoco.mj_name2id(m, _OBJ.mjOBJ_SENSOR, sname)
-        if i < 0:
-            known = [r["name"] for r in sensor_table(m)]
-            raise OutputError(f"output {name!r}: no sensor named {sname!r} in the model (sensors: {known})")
-        adr, dim = int(m.sensor_adr[i]), int(m.sensor_dim[i])
-        typ = mujoco.mjtSensor(int(m.sensor_type[i])).name[7:].lower()
-        return OutputSpec(name, "sensordata", (dim,), index=(adr, dim), units=f"MuJoCo {typ} sensor units (SI)",
-                          frame="sensor's (MuJoCo convention)", comps=tuple(str(k) for k in range(dim)))
-    if name == "energy":
-        _check_energy(m)
-        return OutputSpec(name, "energy", (2,), units="J", frame="world", comps=("potential", "kinetic"))
-    if name == "contact_force":
-        pairs = _contact_pairs(m)
-        if len(pairs) == 0:
-            raise OutputError("output 'contact_force': the model has no geom pair that can collide")
-        return OutputSpec(name, "contact_force", (len(pairs),), units="N", frame="contact normal (sum over the pair's "
-                          "contacts)", labels=tuple(f"{a}-{b}" for a, b in pairs),
-                          extra=(("pair_geom", tuple(map(tuple, pairs.tolist()))),))
+    if not name.startswith("sensor:"):
+        return None
+    sname = name[7:]
+    i = mujoco.mj_name2id(m, _OBJ.mjOBJ_SENSOR, sname)
+    if i < 0:
+        known = [r["name"] for r in sensor_table(m)]
+        raise OutputError(f"output {name!r}: no sensor named {sname!r} in the model (sensors: {known})")
+    if m.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_SENSOR:
+        raise OutputError(f"output {name!r}: the model's sensors are switched off (the 'sensor' disable flag)")
+    adr, dim = int(m.sensor_adr[i]), int(m.sensor_dim[i])
+    typ = mujoco.mjtSensor(int(m.sensor_type[i])).name[7:].lower()
+    return OutputSpec(name, "sensordata", (dim,), index=(adr, dim), units=f"MuJoCo {typ} sensor units (SI)",
+                      frame="sensor's (MuJoCo convention)", comps=tuple(str(k) for k in range(dim)))
+
+
+def _parse_energy(m: mujoco.MjModel, name: str) -> OutputSpec | None:
+    if name != "energy":
+        return None
+    _check_energy(m)
+    return OutputSpec(name, "energy", (2,), units="J", frame="world", comps=("potential", "kinetic"))
+
+
+def _parse_contact_force(m: mujoco.MjModel, name: str) -> OutputSpec | None:
+    if name != "contact_force":
+        return None
+    pairs = _contact_pairs(m)
+    if len(pairs) == 0:
+        raise OutputError("output 'contact_force': the model has no geom pair that can collide")
+    return OutputSpec(name, "contact_force", (len(pairs),), units="N", frame="contact normal (sum over the pair's "
+                      "contacts)", labels=tuple(f"{a}-{b}" for a, b in pairs),
+                      extra=(("pair_geom", tuple(map(tuple, pairs.tolist()))),))
+
+
+def _parse_field(m: mujoco.MjModel, name: str) -> OutputSpec | None:
     if name not in FIELDS:
-        raise OutputError(f"unknown output {name!r}: use 'sensordata', 'sensor:<name>', 'energy', 'contact_force' "
-                          f"or one of the MuJoCo fields {sorted(FIELDS)}")
+        return None
     obj, comps, units, frame, _ = FIELDS[name]
     n = {"qfrc_actuator": m.nv, "qacc": m.nv, "actuator_force": m.nu, "ctrl": m.nu}.get(name)
     if n is not None:
@@ -161,23 +184,70 @@ def _check_energy(m: mujoco.MjModel) -> None:
                           f"remove their stiffness or drop the output")
 
 
-def parse_outputs(m: mujoco.MjModel, outputs) -> tuple[OutputSpec, ...]:
-    """Check output names against the model; () for None. Raises ``OutputError`` naming the bad one."""
+def parse_outputs(m: mujoco.MjModel, outputs, scene=None) -> tuple[OutputSpec, ...]:
+    """Check outputs against the model; () for None. A name is parsed by the first kind of ``KINDS`` that
+    knows it; a callable (or ``(name, fn)``) needs ``scene`` (its shape is traced abstractly, nothing
+    compiles). Raises ``OutputError`` naming the bad one."""
     if outputs is None:
         return ()
-    if isinstance(outputs, str):
+    if isinstance(outputs, str) or callable(outputs):
         outputs = (outputs,)
     specs, seen = [], set()
-    for name in outputs:
-        if name in seen:
-            raise OutputError(f"output {name!r} is asked twice")
-        seen.add(name)
-        specs.append(_one(m, name))
+    for item in outputs:
+        spec = _callable_spec(item, scene) if _is_callable_output(item) else _parse_name(m, item)
+        if spec.name in seen:
+            raise OutputError(f"output {spec.name!r} is asked twice")
+        seen.add(spec.name)
+        specs.append(spec)
     return tuple(specs)
 
 
+def _parse_name(m: mujoco.MjModel, name) -> OutputSpec:
+    if not isinstance(name, str) or not name:
+        raise OutputError(f"output names must be non-empty strings or functions fn(scene, t, x, data), got {name!r}")
+    for kind in KINDS:
+        spec = kind.parse(m, name)
+        if spec is not None:
+            return spec
+    raise OutputError(f"unknown output {name!r}: use 'sensordata', 'sensor:<name>', 'energy', 'contact_force', "
+                      f"a function fn(scene, t, x, data), or one of the MuJoCo fields {sorted(FIELDS)}")
+
+
+def _is_callable_output(item) -> bool:
+    return callable(item) or (isinstance(item, tuple) and len(item) == 2 and callable(item[1]))
+
+
+def has_callables(outputs) -> bool:
+    """Whether ``outputs`` (as given to ``rollout``) holds a user function (MJX data: an MJX backend)."""
+    if outputs is None or isinstance(outputs, str):
+        return False
+    return callable(outputs) or any(_is_callable_output(o) for o in outputs)
+
+
+def _callable_spec(item, scene) -> OutputSpec:
+    import jax
+
+    name, fn = item if isinstance(item, tuple) else (getattr(item, "__name__", ""), item)
+    if not isinstance(name, str) or not name or name == "<lambda>":
+        raise OutputError(f"output function {fn!r} needs a name: pass (name, fn)")
+    if scene is None or not hasattr(scene, "forward"):
+        raise OutputError(f"output {name!r}: a function output needs an MjScene on an MJX backend")
+    n = scene.layout.size
+    try:
+        out = jax.eval_shape(lambda t, x: fn(scene, t, x, scene.forward(t, x)),
+                             jax.ShapeDtypeStruct((), jnp.float64), jax.ShapeDtypeStruct((n,), jnp.float64))
+    except Exception as e:
+        raise OutputError(f"output {name!r}: fn(scene, t, x, data) could not be traced with t () and x ({n},): "
+                          f"{type(e).__name__}: {e}") from e
+    if not isinstance(out, jax.ShapeDtypeStruct):
+        raise OutputError(f"output {name!r}: fn must return one array, returned {out!r}")
+    qual = f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
+    return OutputSpec(name, "callable", tuple(out.shape), units="user", frame="user function",
+                      extra=(("function", qual),), fn=fn)
+
+
 def needs_rne(specs) -> bool:
-    return any(s.field in FIELDS and FIELDS[s.field][4] for s in specs)
+    return any(s.kind.needs_rne(s) for s in specs)
 
 
 def _energy(mx, d) -> jnp.ndarray:
@@ -213,30 +283,23 @@ def _contact_force(mx, d, pairs: np.ndarray) -> jnp.ndarray:
 
 
 def evaluate_outputs(scene, specs, t, x, ctrl=None, carry=None) -> dict:
-    """Outputs of one world at (t, x) with ``ctrl`` and the solver warm start in ``carry`` (pure)."""
+    """Outputs of one world at (t, x) with ``ctrl`` and the solver warm start in ``carry`` (pure), by the
+    scene's backend (MJX data, or MuJoCo C on the host)."""
     ws = None if not carry else carry.get("qacc_warmstart")
-    if getattr(scene, "backend", "mjx") == "mujoco":
-        return _split(specs, scene.host_outputs(specs, t, x, ctrl, ws, rne=needs_rne(specs)))
+    return scene.backend_impl.outputs(scene, specs, t, x, ctrl, ws)
+
+
+def mjx_outputs(scene, specs, t, x, ctrl, ws) -> dict:
+    """Outputs of one world from ``mjx.forward`` (the MJX backends)."""
     from mujoco.mjx._src import smooth
 
     d = scene.forward(t, x, ctrl, qacc_warmstart=ws)
     if needs_rne(specs):
         d = smooth.rne_postconstraint(scene.mjx_model, d)
-    out = {}
-    for s in specs:
-        if s.field == "sensordata":
-            v = d.sensordata if not s.index else d.sensordata[s.index[0]:s.index[0] + s.index[1]]
-        elif s.field == "energy":
-            v = _energy(scene.mjx_model, d)
-        elif s.field == "contact_force":
-            v = _contact_force(scene.mjx_model, d, np.array(dict(s.extra)["pair_geom"], dtype=np.int64))
-        else:
-            v = _get(d, s.field)
-        out[s.name] = jnp.reshape(jnp.asarray(v, jnp.float64), s.shape)
-    return out
+    return {s.name: jnp.reshape(jnp.asarray(s.kind.mjx(scene, t, x, d, s), jnp.float64), s.shape) for s in specs}
 
 
-def _split(specs, flat) -> dict:
+def split_row(specs, flat) -> dict:
     """The flat row of a host evaluation (specs in order) -> {name: value of the spec's shape}."""
     out, o = {}, 0
     for s in specs:
@@ -249,10 +312,96 @@ def _split(specs, flat) -> dict:
 def output_attrs(s: OutputSpec, semantics: str) -> dict:
     """The HDF5 attributes of ``/outputs/<name>``."""
     a = dict(semantics=semantics, units=s.units, frame=s.frame, mujoco_field=s.field,
-             cost="one forward evaluation per recorded row and world (mjx.forward; backend='mujoco': mj_forward)",
+             cost="one forward evaluation per recorded row and world (mjx.forward, or mj_forward on MuJoCo C)",
              stage="post-step (recorded state)" if semantics == "live" else "pre-step (state before the last step)")
     if s.index:
         a["sensordata_columns"] = f"{s.index[0]}:{s.index[0] + s.index[1]}"
     for k, v in s.extra:
-        a[k] = np.asarray(v)
+        a[k] = v if isinstance(v, str) else np.asarray(v)
     return a
+
+
+# -- the registry: one entry per kind of output ---------------------------------------------------
+
+def _mjx_sensors(scene, t, x, d, s):
+    return d.sensordata if not s.index else d.sensordata[s.index[0]:s.index[0] + s.index[1]]
+
+
+def _host_sensors(m, d, s):
+    a, n = s.index if s.index else (0, m.nsensordata)
+    view = d.sensordata[a:a + n]
+    return lambda: view
+
+
+def _host_energy(m, d, s):
+    def read():
+        mujoco.mj_energyPos(m, d)
+        mujoco.mj_energyVel(m, d)
+        return d.energy
+    return read
+
+
+def _host_contact_force(m, d, s):
+    pairs = np.array(dict(s.extra)["pair_geom"], dtype=np.int64).reshape(-1, 2)
+    f6 = np.zeros(6)
+
+    def read():
+        """Normal force (contact frame, mj_contactForce) summed over each pair's active contacts."""
+        out = np.zeros(len(pairs))
+        if d.ncon == 0:
+            return out
+        con = d.contact
+        geom, efc = np.sort(np.asarray(con.geom), axis=1), np.asarray(con.efc_address)
+        for i in range(d.ncon):
+            if efc[i] < 0:  # excluded from the constraint solve: no force
+                continue
+            hit = np.nonzero((pairs[:, 0] == geom[i, 0]) & (pairs[:, 1] == geom[i, 1]))[0]
+            if len(hit):
+                mujoco.mj_contactForce(m, d, i, f6)
+                out[hit] += f6[0]
+        return out
+    return read
+
+
+def _host_field(m, d, s):
+    view = getattr(d, s.field).reshape(-1)  # MjData's buffers do not move: one view for the whole run
+    return lambda: view
+
+
+def _no_host(m, d, s):
+    raise OutputError(f"output {s.name!r} is a function of MJX data; MuJoCo C has none (use backend='mjx')")
+
+
+@dataclass(frozen=True)
+class OutputKind:
+    """One kind of recorded output.
+
+    Attributes:
+        name: the kind (``OutputSpec.field`` of its rows; plain mjData fields share the kind "field").
+        parse: ``(model, name) -> OutputSpec`` for the names of this kind, None for other names.
+        mjx: ``(scene, t, x, data, spec) -> array`` read off MJX data after the forward pass.
+        host: ``(model, data, spec) -> read()`` for MuJoCo C: ``read()`` returns the flat values after
+            ``mj_forward`` (views and buffers set up once per MjData).
+        needs_rne: ``spec -> bool``: whether the values need ``rne_postconstraint`` first.
+    """
+
+    name: str
+    parse: object
+    mjx: object
+    host: object
+    needs_rne: object = lambda s: False
+
+
+FIELD_KIND = OutputKind("field", _parse_field, lambda scene, t, x, d, s: _get(d, s.field), _host_field,
+                        lambda s: FIELDS[s.field][4])
+KINDS = (
+    OutputKind("sensordata", _parse_sensors, _mjx_sensors, _host_sensors),
+    OutputKind("energy", _parse_energy, lambda scene, t, x, d, s: _energy(scene.mjx_model, d), _host_energy),
+    OutputKind("contact_force", _parse_contact_force,
+               lambda scene, t, x, d, s: _contact_force(scene.mjx_model, d,
+                                                        np.array(dict(s.extra)["pair_geom"], dtype=np.int64)),
+               _host_contact_force),
+    FIELD_KIND,
+    OutputKind("callable", lambda m, name: None, lambda scene, t, x, d, s: s.fn(scene, t, x, d), _no_host),
+)
+KIND_OF_FIELD = {k.name: k for k in KINDS if k is not FIELD_KIND}

@@ -87,7 +87,7 @@ def fit(path, params, *, scene=None, integrator=None, iterations: int = 200, lr:
     with open_rollout(path) as f:
         xs_file, x0, attrs = np.asarray(f.x), np.asarray(f.x0), dict(f.attrs)
         model = f.model()
-        scene = resolve_scene(model if scene is None else scene)
+        scene = resolve_scene(model if scene is None else scene, needs={"differentiable": "fit (gradients)"})
         out_file, spec = _output_target(f, scene, target) if target != "x" else (None, None)
     own = attrs.get("integrator")
     own = own.get("name") if isinstance(own, dict) else own

@@ -23,8 +23,8 @@ from .topology import (
     topology_report,
 )
 
-__all__ = ["load_scene", "list_scenes", "scene_path", "parse_spec", "scene_info", "compat_log", "SceneError",
-           "SceneInfo", "check_mjx_trace", "LOAD_CODES"]
+__all__ = ["load_scene", "load_native", "list_scenes", "scene_path", "parse_spec", "scene_info", "compat_log",
+           "SceneError", "SceneInfo", "check_mjx_trace", "LOAD_CODES"]
 __all__ += ["body_tree", "cutjoints", "aggregation_tree_asd", "supernodes", "Tree", "TopologyError",
             "topology_report", "format_topology"]  # topology (issue 19)
 
@@ -104,13 +104,30 @@ def load_scene(src, *, mjx: str = "adapt", unsupported_contacts: str = "refuse",
     """
     if isinstance(src, mujoco.MjModel):
         return src
-    spec, source = parse_spec(src)
-    try:
-        model = spec.compile()
-    except Exception as e:
-        raise SceneError(source, str(e).strip(), codes=("MJCF_COMPILE_FAILED",)) from None
+    spec, model, source = _compile(src)
     model, log = compat.apply(spec, model, source, mode=mjx, unsupported_contacts=unsupported_contacts,
                               need_sensors=need_sensors)
+    return _remember(model, spec, src, source, log)
+
+
+def load_native(src) -> mujoco.MjModel:
+    """Compile an MJCF scene for MuJoCo C as given: no MJX checks, no adaptation (MuJoCo C runs what it
+    compiles). Source and saved XML are kept (``scene_info``) as ``load_scene`` keeps them."""
+    if isinstance(src, mujoco.MjModel):
+        return src
+    spec, model, source = _compile(src)
+    return _remember(model, spec, src, source, [])
+
+
+def _compile(src) -> tuple[mujoco.MjSpec, mujoco.MjModel, str]:
+    spec, source = parse_spec(src)
+    try:
+        return spec, spec.compile(), source
+    except Exception as e:
+        raise SceneError(source, str(e).strip(), codes=("MJCF_COMPILE_FAILED",)) from None
+
+
+def _remember(model, spec, src, source: str, log) -> mujoco.MjModel:
     try:
         xml = spec.to_xml()
     except Exception:  # to_xml can refuse specs with in-memory assets; the file still runs

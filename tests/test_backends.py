@@ -115,7 +115,7 @@ def test_mujoco_backend_user_errors():
     with pytest.raises(BackendError, match="threads"):
         MjScene("box_on_plane", backend="mujoco", threads=0)
     with pytest.raises(BackendError, match="threads= applies to backend='mujoco'"):
-        MjScene("box_on_plane", threads=2)
+        MjScene("box_on_plane", backend="mjx", threads=2)
     scene = MjScene("box_on_plane", backend="mujoco", threads=1)
     with pytest.raises(BackendError, match="add_state.*backend='mujoco'"):
         scene.add_state("motor", "i", StateSpec((1,)), lambda t, v, d: -v)

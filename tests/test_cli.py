@@ -29,7 +29,7 @@ from rollout_common import INTEG, A, cached_scene
 from mjharness.rollout import open_rollout, rollout
 from mjharness.rollout.cli import build_parser, errors, main, xla_log
 from mjharness.rollout.cli.common import DEFAULT_SCENE
-from mjharness.rollout.cli.run import DEFAULT_OUT, next_free
+from mjharness.rollout.cli.options import DEFAULT_OUT, next_free
 from mjharness.scenes import scene_path
 
 XLA_LOG_LINE = re.compile(r"^[EWIF]\d", re.M)  # absl/TSL prefix: severity letter + MMDD
@@ -44,12 +44,14 @@ def _cmd():
 def default_runs(tmp_path_factory):
     """`mjharness run` with no arguments in fresh directories, sharing a fresh compile cache: the first
     run compiles (cold), the second loads everything from the cache, the third is the second with
-    ``--debug`` (no log filter)."""
+    ``--debug`` (no log filter). On this CPU the default backend is MuJoCo C; the same three with
+    ``--backend mjx`` load MJX executables from the cache (where XLA logs its false lines)."""
     cache = tmp_path_factory.mktemp("cache")
     env = dict(os.environ, MJHARNESS_CACHE_DIR=str(cache))
     env.pop("TF_CPP_MIN_LOG_LEVEL", None)  # XLA's default log level, as a user has it
     runs = []
-    for argv in (["run"], ["run"], ["--debug", "run"]):
+    mjx = ["--backend", "mjx"]
+    for argv in (["run"], ["run"], ["--debug", "run"], ["run", *mjx], ["run", *mjx], ["--debug", "run", *mjx]):
         d = tmp_path_factory.mktemp("cli")
         runs.append((d, subprocess.run(_cmd() + argv, cwd=d, env=env, capture_output=True, text=True, timeout=900)))
     return runs
@@ -80,18 +82,21 @@ def test_run_without_arguments_works(default_runs):
     assert "step" in p.stderr  # tqdm's bar (steps/s) goes to stderr
 
 
-def test_cold_and_cached_runs_print_only_our_lines(default_runs):
-    (d1, cold), (d2, cached), (_, unfiltered) = default_runs
+@pytest.mark.parametrize("backend, first", [("mujoco", 0), ("mjx", 3)])
+def test_cold_and_cached_runs_print_only_our_lines(default_runs, backend, first):
+    (d1, cold), (d2, cached), (_, unfiltered) = default_runs[first:first + 3]
     for p in (cold, cached, unfiltered):
         assert p.returncode == 0, p.stderr[-3000:]
+        assert f"backend {backend} (" in p.stderr  # the header names the backend and why
     with open_rollout(d1 / DEFAULT_OUT) as f1, open_rollout(d2 / DEFAULT_OUT) as f2:
         assert np.array_equal(f1.x, f2.x)  # the cached executable computes the same run
+        assert f1.attrs["backend"] == f2.attrs["backend"] == backend
     for p in (cold, cached):
         text = p.stdout + p.stderr
         assert not XLA_LOG_LINE.search(text), text[-3000:]
         assert "Failed to import" not in text, text[-3000:]
-    # Without the filter the cached load shows what was dropped: XLA's line for a loaded executable.
-    assert "pjrt_executable.cc" in unfiltered.stderr and XLA_LOG_LINE.search(unfiltered.stderr)
+    if backend == "mjx":  # without the filter a cached MJX load shows what was dropped: XLA's loaded-executable line
+        assert "pjrt_executable.cc" in unfiltered.stderr and XLA_LOG_LINE.search(unfiltered.stderr)
 
 
 # -- the XLA log filter -------------------------------------------------------------------------------------
@@ -178,10 +183,11 @@ def _config_a(steps):
 
 
 def test_sigkill_leaves_a_readable_partial_file_and_resume_completes_it(tmp_path):
-    """Configuration A of the rollout tests, 6000 steps, through the CLI: killed, read, resumed."""
+    """Configuration A of the rollout tests, 6000 steps, through the CLI on MJX (whose chunks take long
+    enough for the kill to land mid-run): killed, read, resumed (on the file's backend)."""
     steps = 6000
     path = tmp_path / "killed.h5"
-    proc = subprocess.Popen(_cmd() + _config_a(steps) + ["--out", str(path)], cwd=tmp_path,
+    proc = subprocess.Popen(_cmd() + _config_a(steps) + ["--backend", "mjx", "--out", str(path)], cwd=tmp_path,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 600
@@ -193,7 +199,7 @@ def test_sigkill_leaves_a_readable_partial_file_and_resume_completes_it(tmp_path
         proc.wait(timeout=60)
     assert proc.returncode == -signal.SIGKILL, proc.stderr.read()[-2000:]
     # the uninterrupted run, in this process (the compiled function of configuration A)
-    full = rollout(cached_scene("double_pendulum"), INTEG, progress=False, **dict(A, steps=steps)).x
+    full = rollout(cached_scene("double_pendulum"), INTEG, progress=False, backend="mjx", **dict(A, steps=steps)).x
     with open_rollout(path) as f:
         assert not f.complete
         n = f.samples
@@ -289,7 +295,8 @@ def test_a_missing_scene_and_a_model_mjx_refuses_are_one_message(tmp_path, capsy
     assert err.startswith("mjharness run: error:") and str(missing) in err and "no such file" in err, err
     pgs = tmp_path / "pgs.xml"
     pgs.write_text(_PROBE_XML.replace("<worldbody>", '<option solver="PGS"/><worldbody>'))  # MJX: CG, Newton
-    assert main(["run", str(pgs), "--mjx", "strict", "--no-progress", "--out", str(tmp_path / "r.h5")]) == 2
+    assert main(["run", str(pgs), "--backend", "mjx", "--mjx", "strict", "--no-progress", "--out",
+                 str(tmp_path / "r.h5")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("mjharness run: error:") and "MJX_SOLVER_UNSUPPORTED" in err and "Traceback" not in err
     assert not (tmp_path / "r.h5").exists()
@@ -333,8 +340,8 @@ def test_a_failure_inside_mjx_is_one_paragraph_naming_scene_and_place(tmp_path, 
     monkeypatch.setenv("MJHARNESS_CACHE_DIR", str(tmp_path / "cache"))
     scene = tmp_path / "probe.xml"
     scene.write_text(_PROBE_XML)
-    argv = ["run", str(scene), "--steps", "4", "--batch", "2", "--record-every", "2", "--no-progress",
-            "--out", str(tmp_path / "r.h5")]
+    argv = ["run", str(scene), "--backend", "mjx", "--steps", "4", "--batch", "2", "--record-every", "2",
+            "--no-progress", "--out", str(tmp_path / "r.h5")]
     assert main(argv) == 2
     text = _paragraph(capsys.readouterr().err)
     for part in (f"mjharness run: error: MJX failed on scene {str(scene)!r}",
@@ -381,7 +388,7 @@ def test_error_origin_of_a_plain_exception_is_ours():
 def test_every_command_is_there_and_debug_goes_either_side(capsys):
     parser = build_parser()
     choices = parser._subparsers._group_actions[0].choices
-    assert set(choices) == {"run", "show", "inspect", "check", "cases", "bench", "hangrepro", "fit", "render"}
+    assert set(choices) == {"run", "show", "inspect", "check", "cases", "bench", "hangrepro", "fit", "render", "verify"}
     assert parser.parse_args(["--debug", "inspect"]).debug and parser.parse_args(["inspect", "--debug"]).debug
     assert not parser.parse_args(["inspect"]).debug
     for name in choices:

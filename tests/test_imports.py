@@ -34,11 +34,7 @@ import pytest
 # being removed with the run specification / backend modules. Each entry names the back edge of one
 # cycle; the graph without these edges must be acyclic, and every entry must still exist (remove it when
 # its cycle is fixed). Nothing is to be added here.
-TEMPORARY_ALLOWED_EDGES: dict[tuple[str, str], str] = {
-    # cli launch <-> run: launch's worker entry calls run's command lazily; the run-option module of issue 27.1
-    # replaces both directions.
-    ("mjharness.rollout.cli.launch", "mjharness.rollout.cli.run"): "issue 27.1 (lead): one run-option module",
-}
+TEMPORARY_ALLOWED_EDGES: dict[tuple[str, str], str] = {}  # empty: every cycle is fixed (keep it so)
 
 
 SUBPACKAGES = ("scenes", "integrators", "adapters", "rollout", "data")  # DESIGN.md §2; data: mjharness.data

@@ -86,7 +86,7 @@ def bench_cell(scene, *, batch: int, steps: int, peers=DEFAULT_PEERS, dt: float 
     peers = tuple(peers)
     check_peers(peers)
     check_counts(batch=batch, steps=steps, repeats=repeats, record_every=record_every)
-    scene = resolve_scene(scene)
+    scene = resolve_scene(scene, backend="mjx")  # ours on MJX vs raw mjx.step: the same engine
     dt = float(scene.model.opt.timestep) if dt is None else float(dt)
     _check(scene, peers=peers, steps=steps, record_every=record_every, dt=dt)
     x0 = initial_states(scene, batch, seed, perturb)

@@ -34,7 +34,7 @@ def grad_cost(scene="double_pendulum", integrator="rk4", *, batch: int = 64, ste
     from mjharness.rollout.engine.simulate import default_chunk, simulate
 
     jax.config.update("jax_enable_x64", True)
-    sc = resolve_scene(scene)
+    sc = resolve_scene(scene, needs={"differentiable": "bench --grad"})
     integ = scene_integrator(sc, integrator)
     name = scene if isinstance(scene, str) else getattr(sc, "name", type(sc).__name__)
     dt = float(sc.model.opt.timestep)

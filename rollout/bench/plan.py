@@ -52,7 +52,7 @@ def run_bench(cells, *, log=None, json_path: str | None = None, **kw) -> dict:
     scenes = {}
     for s, b, n, peers in cells:
         if s not in scenes:  # one MjScene per scene: the engine's compile cache is per scene object
-            scenes[s] = resolve_scene(s)
+            scenes[s] = resolve_scene(s, backend="mjx")
         say(f"{s}, batch {b}, {n} steps/call, peers {' '.join(peers)} (load {load_average()})")
         try:
             report["cells"].append(bench_cell(scenes[s], batch=b, steps=n, peers=peers, log=log, **kw))

@@ -15,11 +15,7 @@ import sys
 import time
 
 from .errors import CliError
-
-_FORWARD = (("integrator", "--integrator"), ("dt", "--dt"), ("steps", "--steps"), ("batch", "--batch"),
-            ("record_every", "--record-every"), ("seed", "--seed"), ("perturb", "--perturb"), ("out", "--out"),
-            ("resume", "--resume"), ("chunk", "--chunk"), ("compression", "--compression"), ("mjx", "--mjx"),
-            ("quaternion_update", "--quaternion-update"), ("watchdog_s", "--watchdog-s"))
+from .options import forward_argv
 
 
 def free_port() -> int:
@@ -29,14 +25,9 @@ def free_port() -> int:
 
 
 def child_argv(args) -> list[str]:
-    argv = [sys.executable, "-m", "mjharness.rollout.cli", "run"] + ([args.scene] if args.scene else [])
-    for attr, flag in _FORWARD:
-        v = getattr(args, attr, None)
-        if v is not None:
-            argv += [flag, str(v)]
-    argv += ["--distributed", "--no-progress"] + (["--overwrite"] if args.overwrite else [])
-    argv += ["--debug"] if getattr(args, "debug", False) else []
-    return argv
+    """A worker's command line: every forwarded ``run`` option as given (``options.RUN_OPTIONS``)."""
+    argv = [sys.executable, "-m", "mjharness.rollout.cli", "run", *forward_argv(args), "--distributed"]
+    return argv + (["--debug"] if getattr(args, "debug", False) else [])
 
 
 def launch_local(args) -> int:
@@ -79,38 +70,34 @@ def _watch(procs) -> int:
         time.sleep(0.2)
 
 
-def run_distributed(args) -> int:
-    from mjharness.rollout.engine.distributed import distributed_rollout, initialize
-    from mjharness.rollout.h5.join import shard_path
+def initialize() -> tuple[int, int]:
+    """This process's (index, count) in the distributed runtime (``--distributed``)."""
+    from mjharness.rollout.engine.distributed import initialize as _initialize
 
-    from .run import DEFAULTS, _resume_settings
+    return _initialize()
 
-    k, n = initialize()
-    if args.resume:
-        joined = os.path.abspath(args.resume)
-        shard = shard_path(joined, k, n)
-        if not os.path.isfile(shard):
-            raise CliError(f"--resume {args.resume}: shard {shard} of process {k}/{n} is missing")
-        args.resume = shard  # settings (scene, integrator, dt, ...) from this process's shard
-        s = _resume_settings(args)
-        out, resume = joined, True
-    else:
-        if not args.out:
-            raise CliError("--distributed / --local-processes need --out")
-        s = dict(scene=args.scene or "pendulum", integrator=args.integrator, dt=args.dt,
-                 steps=args.steps or DEFAULTS["steps"], record_every=args.record_every or DEFAULTS["record_every"],
-                 seed=args.seed or 0, batch=args.batch or DEFAULTS["batch"], chunk=args.chunk or DEFAULTS["chunk"],
-                 quaternion_update=args.quaternion_update or "quaternion")
-        out, resume = args.out, False
-    st = distributed_rollout(s["scene"], s["integrator"], out=out, steps=s["steps"], batch=s["batch"], dt=s["dt"],
-                             seed=s["seed"], record_every=s["record_every"], chunk=s["chunk"],
-                             overwrite=args.overwrite, resume=resume, perturb=args.perturb,
-                             compression=None if args.compression == "none" else args.compression,
-                             watchdog_s=args.watchdog_s, progress=False, mjx=args.mjx,
-                             quaternion_update=s["quaternion_update"], devices=args.devices).stats
-    print(f"  process {k}/{n}: run {st['run_s']:.2f} s, {st['world_steps_per_s']:.0f} world-steps/s on "
-          f"{st['devices']} device(s), shard {st['shard']}", file=sys.stderr)
+
+def resume_source(resume: str, process) -> str:
+    """The file whose settings a resume reads: the file itself, or in a multi-process run this process's
+    shard, else any shard or the joined file (they share every setting)."""
+    if process is None:
+        return resume
+    from mjharness.rollout.h5.join import shard_path, shard_paths
+
+    joined = os.path.abspath(resume)
+    k, n = process
+    for path in [shard_path(joined, k, n), *shard_paths(joined, n), joined]:
+        if os.path.isfile(path):
+            return path
+    raise CliError(f"--resume {resume}: neither the file nor any of its {n} shards exists")
+
+
+def process_summary(r, process) -> None:
+    k, n = process
+    st = r.stats
+    print(f"  process {k}/{n}: backend {st.get('backend', '?')}, run {st['run_s']:.2f} s, "
+          f"{st['world_steps_per_s']:.0f} world-steps/s on {st['devices']} device(s), shard {st['shard']}",
+          file=sys.stderr)
     if k == 0:
         j = st["joined"]
-        print(f"  joined {out}: {j['samples']} samples x {j['batch']} worlds, complete={j['complete']}")
-    return 0
+        print(f"  joined {r.path}: {j['samples']} samples x {j['batch']} worlds, complete={j['complete']}")

@@ -15,8 +15,11 @@ from .plan import RolloutError, initial_states, integrator_config, make_plan, re
 from .results import RolloutResult
 from .run import execute
 from .simulate import simulate
+from .spec import Execution, Loading, Recording, RunSpec, Start, Storage, check_spec
 
-__all__ = ["rollout", "simulate", "initialize", "distributed_rollout", "DistributedError",
+__all__ = ["rollout", "rollout_from_spec", "RunSpec", "Start", "Recording", "Storage", "Execution", "Loading",
+           "check_spec",
+           "simulate", "initialize", "distributed_rollout", "DistributedError",
            "RolloutResult", "RolloutError", "resolve_scene", "initial_states",
            "integrator_config"]
 
@@ -24,9 +27,10 @@ __all__ = ["rollout", "simulate", "initialize", "distributed_rollout", "Distribu
 def rollout(scene, integrator=None, *, dt: float | None = None, steps: int, batch: int | None = None, x0=None,
             ctrl=None, seed: int = 0, record_every: int = 1, out=None, progress: bool = True, chunk: int | None = None,
             overwrite: bool = False, resume=None, model_params: dict | None = None, compression=None,
-            perturb: float = 0.01, devices=None, watchdog_s: float | None = None, keep: bool = True,
-            t0: float = 0.0, mjx: str = "adapt", quaternion_update: str = "quaternion", carry: dict | None = None,
-            outputs=None, output_semantics: str = "live") -> RolloutResult:
+            perturb: float = 0.01, perturb_qpos: float = 0.0, devices=None, watchdog_s: float | None = None,
+            keep: bool = True, t0: float = 0.0, mjx: str = "adapt", quaternion_update: str = "quaternion",
+            carry: dict | None = None, outputs=None, output_semantics: str = "live", backend: str = "auto",
+            unsupported_contacts: str = "refuse") -> RolloutResult:
     """Roll ``scene`` out for ``batch`` worlds and ``steps`` steps of ``dt`` with ``integrator``.
 
     scene: an ``MjScene`` (or any model with ``.layout``/``.dynamics``), an ``MjModel``, a path, an
@@ -36,8 +40,9 @@ def rollout(scene, integrator=None, *, dt: float | None = None, steps: int, batc
         implicit_fast). Adaptive integrators take ``dt`` as the output interval; stochastic ones
         draw ``step_key(seed, world, step)``.
     dt: the step; None (default) = the scene's ``opt.timestep``.
-    batch / x0: ``batch`` perturbed copies of the default state (``perturb`` * N(0,1), seeded per
-        world by (seed, i)), or explicit initial states ``x0`` (B, n) (or (n,) with ``batch``).
+    batch / x0: ``batch`` perturbed copies of the default state (velocities moved by ``perturb`` * N(0,1),
+        positions by ``perturb_qpos`` * N(0,1), seeded per world by (seed, i)), or explicit initial
+        states ``x0`` (B, n) (or (n,) with ``batch``).
     ctrl: None, an array (B, steps, nu) (one control per step) or a jit-able ``ctrl(t, x) -> (nu,)``.
     model_params: per-world MJX model fields, e.g. ``{"opt.gravity": (B, 3), "body_mass": (B, nbody)}``.
     record_every: keep every k-th state; T = steps // record_every samples, at t0 + (j+1) k dt.
@@ -50,6 +55,11 @@ def rollout(scene, integrator=None, *, dt: float | None = None, steps: int, batc
     devices: None (all), a count, or a device list; the batch is sharded over them.
     keep: hold the trajectory in memory (default); ``keep=False`` with ``out`` reads it from the file.
     watchdog_s: per-chunk stall limit (``rollout.diagnostics.watchdog``); None = env/default, 0 = off.
+    backend: "auto" (default): the scene's own choice, else MJX on a GPU/TPU and MuJoCo C on CPU unless
+        the run needs a capability only MJX has (model_params, add_state extras, body noise); "mjx",
+        "mujoco" or "warp" fix it (``adapters.backends``). The choice and why are in ``result.stats``
+        (``backend``, ``backend_reason``) and the file's root attributes; a resume keeps the file's.
+    unsupported_contacts: "refuse" or "exclude" (MJX loading: drop the geom pairs MJX cannot collide).
 
     Carried state (``mjharness.integrators.contracts``): a scene's carry (MjScene: the solver warm start
     ``qacc_warmstart``, cold at the start) and an adaptive integrator's next step size go from step to
@@ -65,18 +75,15 @@ def rollout(scene, integrator=None, *, dt: float | None = None, steps: int, batc
     the same call on every process; needs ``out``; each process streams its worlds to
     ``<out>.p<k>-of-<N>.h5`` and process 0 joins them into ``out`` (``engine.distributed``).
     """
+    options = {k: v for k, v in locals().items() if k not in ("scene", "integrator")}
+    return rollout_from_spec(scene, integrator, RunSpec.from_options(**options))
+
+
+def rollout_from_spec(scene, integrator, spec: RunSpec) -> RolloutResult:
+    """A whole run from its specification (``engine/spec.py``); ``rollout`` is this with keywords."""
     if jax.process_count() > 1:  # launched as N processes (jax.distributed.initialize): this one's worlds
-        return distributed_rollout(scene, integrator, dt=dt, steps=steps, batch=batch, x0=x0, ctrl=ctrl, seed=seed,
-                                   record_every=record_every, out=resume if resume is not None else out,
-                                   chunk=chunk, overwrite=overwrite, resume=resume is not None,
-                                   model_params=model_params, compression=compression, perturb=perturb,
-                                   devices=devices, watchdog_s=watchdog_s, t0=t0, mjx=mjx, progress=progress,
-                                   quaternion_update=quaternion_update, carry=carry, outputs=outputs,
-                                   output_semantics=output_semantics)
-    plan = make_plan(scene, integrator, dt=dt, steps=steps, batch=batch, x0=x0, ctrl=ctrl, seed=seed,
-                     record_every=record_every, out=out, chunk=chunk, overwrite=overwrite, resume=resume,
-                     model_params=model_params, devices=devices, keep=keep, t0=t0, mjx=mjx,
-                     quaternion_update=quaternion_update, perturb=perturb, carry=carry,
-                     outputs=outputs, output_semantics=output_semantics)
-    return execute(plan, progress=progress, compression=compression, watchdog_s=watchdog_s, keep=keep,
-                   resume=resume is not None)
+        return distributed_rollout(scene, integrator, spec)
+    plan = make_plan(scene, integrator, spec)
+    st, ex = spec.storage, spec.execution
+    return execute(plan, progress=ex.progress, compression=st.compression, watchdog_s=ex.watchdog_s,
+                   keep=spec.recording.keep, resume=st.resume is not None)

@@ -220,7 +220,8 @@ def compiled_chunk(scene, st: ChunkStatic, args: tuple[WorldState, ChunkInput]):
         return per_scene[st], 0.0, 0.0, "in-process"
     ins, outs = shardings(st)
     key = None
-    if st.ctrl_mode != "callable":  # a ctrl callable's code cannot be keyed
+    # A user function's code cannot be keyed (a ctrl callable, an output function): trace it every process.
+    if st.ctrl_mode != "callable" and not any(o.fn is not None for o in st.outputs):
         key = cache.chunk_key(scene, st.integ, (st.kind, st.ctrl_mode, st.params, st.carry, st.samples,
                                                 st.record_every, st.batch, st.n, st.nu)
                                 + ((st.outputs, st.semantics) if st.outputs else ()), args)

@@ -17,17 +17,19 @@ import os
 import jax
 import numpy as np
 
+from ..errors import RolloutFaultError
 from ..h5.join import join_shards, shard_attr, shard_path, shard_paths
-from .plan import RolloutError, initial_states, make_plan, resolve_scene
+from .plan import RolloutError, initial_states, make_plan, needs_sensors, resolve_scene, run_needs
 from .results import RolloutResult
 from .run import execute
+from .spec import RunSpec, check_spec
 
 ENV = ("MJHARNESS_COORDINATOR", "MJHARNESS_NUM_PROCESSES", "MJHARNESS_PROCESS_ID")
 HEARTBEAT_S = 10      # a silent peer is declared dead after this
 BARRIER_S = 45        # a peer that never reaches a barrier fails the others after this
 
 
-class DistributedError(RuntimeError):
+class DistributedError(RolloutFaultError):
     """A peer process failed or never arrived; names the barrier and the process."""
 
 
@@ -78,73 +80,107 @@ def _slice_worlds(name, v, lo, hi, B):
     return a[lo:hi]
 
 
-def _shard_plan(scene, integrator, *, out, resume, k, n, batch, seed, perturb, x0, per_world, **kw):
-    shard = shard_path(out, k, n)
+def _shard_plan(scene, integrator, spec: RunSpec, *, joined: str, resume: bool, k: int, n: int):
+    """Process k's plan: its worlds of the global batch, streamed to its shard of ``joined``."""
+    shard = shard_path(joined, k, n)
+    per_world = {"ctrl": spec.start.ctrl, "model_params": spec.start.model_params, "carry": spec.start.carry}
+    info = dict(process_index=k, process_count=n)
     if resume:
-        if not os.path.isfile(shard):
-            raise RolloutError(f"resume: shard {shard} of process {k} is missing")
-        plan = make_plan(scene, integrator, out=None, resume=shard, batch=None, x0=None, seed=seed,
-                         perturb=perturb, ctrl=per_world["ctrl"], model_params=None, carry=None, **kw)
-        lo = int(shard_attr(shard, "world_offset"))
+        if not os.path.isfile(shard):  # killed before it created its shard: it starts again from step 0
+            return _restart_missing_shard(scene, integrator, spec, joined=joined, k=k, n=n, info=info)
         if per_world["ctrl"] is not None and not callable(per_world["ctrl"]):
             raise RolloutError("resume: an array ctrl is not supported in a multi-process resume; use a ctrl function")
-    else:
-        if x0 is not None:
-            x0 = np.asarray(x0, dtype=np.float64)
-            if x0.ndim != 2:
-                raise RolloutError(f"x0: shape {x0.shape}; a multi-process run needs x0 of shape (batch, n)")
-            batch = x0.shape[0]
-        elif batch is None:
-            raise RolloutError("batch: required (or x0) in a multi-process run")
-        if batch < n:
-            raise RolloutError(f"batch={batch} < {n} processes: every process needs at least one world")
-        lo, hi = world_range(batch, k, n)
-        x0 = (initial_states(scene, batch, seed, perturb) if x0 is None else x0)[lo:hi]
-        mine = {key: _slice_worlds(key, v, lo, hi, batch) for key, v in per_world.items()}
-        plan = make_plan(scene, integrator, out=shard, resume=None, batch=None, x0=x0, seed=seed,
-                         perturb=perturb, **mine, **kw)
-        plan.attrs.update(global_batch=batch)
-    plan.world_offset = lo
-    plan.attrs.update(world_offset=lo, process_index=k, process_count=n)
-    return plan
+        lo = int(shard_attr(shard, "world_offset"))
+        mine = spec.replace(out=None, resume=shard, batch=None, x0=None, model_params=None, carry=None)
+        return make_plan(scene, integrator, mine, world_offset=lo, extra_attrs=dict(info, world_offset=lo))
+    x0, batch = spec.start.x0, spec.start.batch
+    if x0 is not None:
+        x0 = np.asarray(x0, dtype=np.float64)
+        if x0.ndim != 2:
+            raise RolloutError(f"x0: shape {x0.shape}; a multi-process run needs x0 of shape (batch, n)")
+        batch = x0.shape[0]
+    elif batch is None:
+        raise RolloutError("batch: required (or x0) in a multi-process run")
+    if batch < n:
+        raise RolloutError(f"batch={batch} < {n} processes: every process needs at least one world")
+    lo, hi = world_range(batch, k, n)
+    st = spec.start
+    x0 = (initial_states(scene, batch, st.seed, st.perturb, st.perturb_qpos) if x0 is None else x0)[lo:hi]
+    mine = {key: _slice_worlds(key, v, lo, hi, batch) for key, v in per_world.items()}
+    local = spec.replace(out=shard, resume=None, batch=None, x0=x0, **mine)
+    return make_plan(scene, integrator, local, world_offset=lo,
+                     extra_attrs=dict(info, world_offset=lo, global_batch=batch))
 
 
-def distributed_rollout(scene, integrator=None, *, out, steps, batch=None, x0=None, ctrl=None, dt=None, seed=0,
-                        record_every=1, chunk=None, overwrite=False, resume=False, perturb=0.01, compression=None,
-                        watchdog_s=None, progress=False, mjx="adapt", quaternion_update="quaternion",
-                        devices=None, model_params=None, carry=None, t0=0.0, outputs=None,
-                        output_semantics="live") -> RolloutResult:
+def _restart_missing_shard(scene, integrator, spec: RunSpec, *, joined: str, k: int, n: int, info: dict):
+    """The plan of a process whose worker died before it created its shard: its worlds from step 0. Its
+    initial states are rebuilt from the seed as the first run built them (checked against a sibling shard,
+    so a run started from explicit x0 or per-world parameters is refused rather than restarted wrongly)."""
+    from ..h5.reader import open_rollout
+
+    siblings = [p for p in shard_paths(joined, n) if os.path.isfile(p)]
+    if not siblings:
+        raise RolloutError(f"resume: none of the {n} shards of {joined} exists; start the run anew (--out)")
+    with open_rollout(siblings[0]) as f:
+        a = f.attrs
+        lo_s, x0_s, per_world = int(a.get("world_offset", 0)), f.x0, f.model_params
+    batch = int(a.get("global_batch") or 0)
+    if not batch or per_world:
+        raise RolloutError(f"resume: shard {shard_path(joined, k, n)} is missing and cannot be rebuilt "
+                           f"({'per-world model parameters' if per_world else 'no global_batch'} in {siblings[0]})")
+    seed, perturb = int(a.get("seed", 0)), float(a.get("perturb", 0.0))
+    kw = dict(perturb_qpos=float(a["perturb_qpos"])) if "perturb_qpos" in a else {}
+    try:
+        x0_all = initial_states(scene, batch, seed, perturb, **kw)
+    except TypeError:  # an initial_states without perturb_qpos
+        x0_all = initial_states(scene, batch, seed, perturb)
+    if not np.array_equal(x0_all[lo_s:lo_s + x0_s.shape[0]], x0_s):
+        raise RolloutError(f"resume: shard {shard_path(joined, k, n)} is missing and the run did not start from "
+                           f"the seeded default states (explicit x0?); it cannot be rebuilt: start the run anew")
+    lo, hi = world_range(batch, k, n)
+    local = spec.replace(out=shard_path(joined, k, n), resume=None, batch=None, x0=x0_all[lo:hi], seed=seed,
+                         overwrite=True)
+    return make_plan(scene, integrator, local, world_offset=lo,
+                     extra_attrs=dict(info, world_offset=lo, global_batch=batch))
+
+
+def distributed_rollout(scene, integrator=None, spec: RunSpec | None = None, **options) -> RolloutResult:
     """Run this process's share of a rollout (after ``initialize``; ``rollout`` comes here when
-    ``jax.process_count() > 1``); process 0 joins the shards into ``out``. Per-world inputs (x0,
-    an array ctrl, model_params, carry) are global (leading axis = the whole batch); each process
-    takes its rows. Returns the joined run on every process (arrays read from ``out``); ``.stats``
-    are this process's plus ``process``, ``processes``, ``shard`` and ``joined`` (samples, complete)."""
+    ``jax.process_count() > 1``) from ``spec`` (or ``rollout()``'s keywords); process 0 joins the shards
+    into the file (``out``, or ``resume`` to continue one). Per-world inputs (x0, an array ctrl,
+    model_params, carry) are global (leading axis = the whole batch); each process takes its rows.
+    Returns the joined run on every process (arrays read from the file); ``.stats`` are this
+    process's plus ``process``, ``processes``, ``shard`` and ``joined`` (samples, complete)."""
+    spec = check_spec(spec if spec is not None else RunSpec.from_options(**options))
     k, n = jax.process_index(), jax.process_count()
-    if out is None:
+    path = spec.storage.resume if spec.storage.resume is not None else spec.storage.out
+    if path is None:
         raise RolloutError(f"out=None: a multi-process run ({n} processes) needs out=<path>; each process "
                            f"writes <out>.p<k>-of-{n}.h5 and process 0 joins them into <out>")
-    out = os.path.abspath(os.fspath(out))
-    scene = resolve_scene(scene, mjx=mjx, quaternion_update=quaternion_update)  # MJX model and data on a local device
+    joined = os.path.abspath(os.fspath(path))
+    ld, rec, ex = spec.loading, spec.recording, spec.execution
+    # Resolved once here (MJX model and data on a local device); make_plan keeps this scene's backend.
+    scene = resolve_scene(scene, mjx=ld.mjx, quaternion_update=ld.quaternion_update, backend=ex.backend,
+                          needs=run_needs(spec.start.model_params, rec.outputs),
+                          unsupported_contacts=ld.unsupported_contacts, need_sensors=needs_sensors(rec.outputs))
     local = tuple(jax.local_devices())
-    if devices is not None:
-        if not isinstance(devices, int) or not 1 <= devices <= len(local):
-            raise RolloutError(f"devices={devices!r}: process {k} has {len(local)} local device(s); give a count")
-        local = local[:devices]
-    per_world = dict(ctrl=ctrl, model_params=model_params, carry=carry)
-    plan = _shard_plan(scene, integrator, out=out, resume=resume, k=k, n=n, batch=batch, seed=seed, x0=x0,
-                       perturb=perturb, per_world=per_world, dt=dt, steps=steps, record_every=record_every,
-                       chunk=chunk, overwrite=overwrite, devices=local, keep=False, t0=t0, mjx=mjx,
-                       quaternion_update=quaternion_update, outputs=outputs, output_semantics=output_semantics)
+    if ex.devices is not None:
+        if not isinstance(ex.devices, int) or not 1 <= ex.devices <= len(local):
+            raise RolloutError(f"devices={ex.devices!r}: process {k} has {len(local)} local device(s); give a count")
+        local = local[:ex.devices]
+    spec = spec.replace(devices=local, keep=False)
+    plan = _shard_plan(scene, integrator, spec, joined=joined, resume=spec.storage.resume is not None, k=k, n=n)
+    resumed = spec.storage.resume is not None and os.path.isfile(plan.out)  # a missing shard starts afresh
     barrier("mjharness:start")
-    r = execute(plan, progress=progress and k == 0, compression=compression, watchdog_s=watchdog_s, keep=False,
-                resume=bool(resume))
+    r = execute(plan, progress=ex.progress and k == 0, compression=spec.storage.compression,
+                watchdog_s=ex.watchdog_s, keep=False, resume=resumed)
     _write_world_index(plan.out, plan.world_offset, plan.x0.shape[0])
     stats = dict(r.stats, process=k, processes=n, shard=plan.out)
     barrier("mjharness:done")
     if k == 0:
-        join_shards(out, shard_paths(out, n))
+        join_shards(joined, shard_paths(joined, n))
     barrier("mjharness:joined")
-    return _joined_result(out, r, stats)
+    return _joined_result(joined, r, stats)
 
 
 def _joined_result(out, r, stats) -> RolloutResult:

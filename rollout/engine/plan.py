@@ -8,6 +8,7 @@ A resumed run takes x0, model parameters and carry from its file and must match 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import importlib.metadata
@@ -23,20 +24,26 @@ import mujoco
 import numpy as np
 
 from mjharness.adapters import MjScene
-from mjharness.adapters.mujoco_backend import BackendError
+from mjharness.adapters.backends import AUTO, check_name, get_backend, requested
+from mjharness.adapters.backends import choose as choose_backend
+from mjharness.adapters.outputs import has_callables
 from mjharness.integrators import ContractError, StateLayout, check_pair, resolve_integrator
 from mjharness.integrators.contracts import accepts_carry, integrator_carry_spec, scene_carry_spec
-from mjharness.scenes import load_scene, scene_info
+from mjharness.scenes import scene_info
 
 from .. import h5
 from ..errors import RolloutError
+from . import memory as _memory
+from .spec import RunSpec, check_int, check_spec
 
 DEFAULT_CHUNK_SAMPLES = 100   # samples per chunk when ``chunk`` is not given ...
 DEFAULT_CHUNK_STEPS = 1000    # ... but at least this many steps
 
 
-@dataclass
+@dataclass(frozen=True)
 class Plan:
+    """A resolved run: what ``engine.run.execute`` carries out (built by ``make_plan``, never edited)."""
+
     scene: object
     integ: object
     kind: str
@@ -65,19 +72,35 @@ class Plan:
 
 # -- resolving the scene and the integrator ------------------------------------------------------
 
-def resolve_scene(scene, *, mjx: str = "adapt", quaternion_update: str = "quaternion", backend: str = "mjx"):
-    """An ``MjScene`` (or any model with ``.layout`` and ``.dynamics``) from a scene, MjModel, path or name."""
+def resolve_scene(scene, *, mjx: str = "adapt", quaternion_update: str = "quaternion", backend: str = AUTO,
+                  needs: dict | None = None, unsupported_contacts: str = "refuse", need_sensors: bool = False):
+    """An ``MjScene`` (or any model with ``.layout`` and ``.dynamics``) from a scene, MjModel, path or name,
+    on the backend ``choose_backend`` picks; see ``resolve_run_scene``."""
+    return resolve_run_scene(scene, mjx=mjx, quaternion_update=quaternion_update, backend=backend, needs=needs,
+                             unsupported_contacts=unsupported_contacts, need_sensors=need_sensors)[0]
+
+
+def resolve_run_scene(scene, *, mjx="adapt", quaternion_update="quaternion", backend=AUTO, needs=None,
+                      unsupported_contacts="refuse", need_sensors=False) -> tuple[object, str]:
+    """(scene, why this backend). ``backend``: a name of ``adapters.backends.BACKEND_NAMES``; ``"auto"``
+    defers to the scene's own choice, else MJX on an accelerator and MuJoCo C on CPU unless ``needs``
+    ({capability: what asks}) names one only MJX has. An explicit backend lacking a need is refused here."""
+    check_name(backend)
+    needs = dict(needs or {})
     if hasattr(scene, "layout") and hasattr(scene, "dynamics"):
-        return scene
-    if backend != "mjx":  # MuJoCo C / Warp load the model themselves (no MJX adaptation for C)
-        return MjScene(scene, quaternion_update=quaternion_update, backend=backend)
+        if not hasattr(scene, "on_backend"):  # a System or a user's JAX model: it evaluates itself
+            return scene, "the model's own dynamics (JAX)"
+        asked = requested((scene.requested_backend, "the MjScene"), (backend, "the run"))
+        name, why = choose_backend(asked, {**scene.needs(), **needs})
+        return scene.on_backend(name), (scene.backend_note or why)
     if isinstance(scene, (str, os.PathLike)) and str(scene).endswith((".toml", ".json")):
         from mjharness.adapters.system import system_from_spec  # a System spec file (adapters/system.py)
 
-        return system_from_spec(scene)
-    if not isinstance(scene, mujoco.MjModel):
-        scene = load_scene(scene, mjx=mjx)
-    return MjScene(scene, quaternion_update=quaternion_update)
+        return system_from_spec(scene), "the system's members (JAX)"
+    name, why = choose_backend(backend, needs)
+    model = get_backend(name).load(scene, mjx=mjx, unsupported_contacts=unsupported_contacts,
+                                   need_sensors=need_sensors)
+    return MjScene(model, quaternion_update=quaternion_update, backend=name), why
 
 
 def scene_integrator(scene, integrator):
@@ -124,8 +147,11 @@ def integrator_config(integ) -> dict:
 
 # -- checks of single inputs ------------------------------------------------------------------------
 
-def initial_states(scene, batch: int, seed: int = 0, perturb: float = 0.0) -> np.ndarray:
-    """(batch, n) copies of the scene's default state, world i perturbed by ``perturb`` * N(0, 1).
+def initial_states(scene, batch: int, seed: int = 0, perturb: float = 0.0, perturb_qpos: float = 0.0) -> np.ndarray:
+    """(batch, n) copies of the scene's default state, world i's velocities moved by ``perturb`` * N(0, 1)
+    and its positions by ``perturb_qpos`` * N(0, 1) (a resting contact scene stays on its support unless
+    positions are asked for). A model without ``qpos_segment``/``qvel_segment`` has every state moved
+    by ``perturb``.
 
     World i draws from its own generator seeded with (seed, i), so it is the same world whatever the
     batch size. Quaternion states are renormalised after the perturbation.
@@ -133,13 +159,28 @@ def initial_states(scene, batch: int, seed: int = 0, perturb: float = 0.0) -> np
     layout = scene.layout
     base = np.asarray(scene.x0() if hasattr(scene, "x0") else layout.default_values(), dtype=np.float64)
     x = np.broadcast_to(base, (batch, layout.size)).copy()
-    if perturb:
+    scale = _perturb_scale(scene, layout.size, perturb, perturb_qpos)
+    if np.any(scale):
         for i in range(batch):
-            x[i] += perturb * np.random.default_rng([seed, i]).standard_normal(layout.size)
+            x[i] += scale * np.random.default_rng([seed, i]).standard_normal(layout.size)
         for r in layout.special:
             q = x[:, r.value_slice]
             x[:, r.value_slice] = q / np.linalg.norm(q, axis=1, keepdims=True)
     return x
+
+
+def _perturb_scale(scene, n: int, perturb: float, perturb_qpos: float) -> np.ndarray:
+    """Per-state std-dev of the initial perturbation."""
+    qpos, qvel = getattr(scene, "qpos_segment", None), getattr(scene, "qvel_segment", None)
+    if qpos is None or qvel is None:
+        if perturb_qpos:
+            raise RolloutError(f"perturb_qpos needs a scene with qpos_segment ({type(scene).__name__} has none); "
+                               f"use perturb")
+        return np.full(n, float(perturb))
+    scale = np.zeros(n)
+    scale[qvel] = perturb
+    scale[qpos] = perturb_qpos
+    return scale
 
 
 def _field(m, path: str):
@@ -162,9 +203,7 @@ def check_model_params(scene, params, B: int, *, shared: bool = False) -> dict:
         return {}
     if not (hasattr(scene, "mjx_model") and hasattr(scene, "with_model")):
         raise RolloutError("model_params needs an MjScene (a model with .mjx_model and .with_model)")
-    if getattr(scene, "backend", "mjx") == "mujoco":
-        raise BackendError(f"model_params {sorted(params)} are MJX model fields set per world; this MjScene has "
-                           f"backend='mujoco' (MuJoCo C, one shared MjModel): use backend='mjx'")
+    scene.backend_impl.require("per_world_params", f"model_params {sorted(params)} (MJX model fields set per world)")
     out = {}
     for name, v in params.items():
         if not isinstance(name, str):
@@ -240,12 +279,6 @@ def check_out(out, overwrite: bool):
     elif not os.access(d, os.W_OK):
         raise RolloutError(f"out={out!r}: directory {d!r} is not writable")
     return path
-
-
-def check_int(name, v, lo):
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
-        raise RolloutError(f"{name} must be an int >= {lo}, got {v!r}")
-    return int(v)
 
 
 def check_devices(devices):
@@ -332,7 +365,7 @@ def _attrs(scene, integ, *, dt, steps, record_every, B, seed, t0, chunk, perturb
         perturb=float(perturb), ctrl=ctrl_attr,
         scene=scene_info(model).source if model is not None else type(scene).__name__,
         quaternion_update=str(getattr(scene, "quaternion_update", "")), x64=bool(jax.config.jax_enable_x64),
-        **_system_attrs(scene))
+        backend=str(getattr(scene, "backend", "jax")), **_system_attrs(scene))
 
 
 def _system_attrs(scene) -> dict:
@@ -383,91 +416,139 @@ def check_carry(carry, carry_spec, carry0: dict) -> dict:
 
 def check_outputs(scene, outputs, semantics) -> tuple:
     """The recorded outputs' table (adapters.outputs), checked against the model before any compile."""
-    from mjharness.adapters.outputs import SEMANTICS, OutputError, parse_outputs
+    from mjharness.adapters.outputs import OutputError, parse_outputs
 
-    if semantics not in SEMANTICS:
-        raise RolloutError(f"output_semantics must be one of {SEMANTICS}, got {semantics!r}")
     if not outputs:
         return ()
     model = mujoco_model(scene)
     if model is None or not hasattr(scene, "forward"):
         raise RolloutError(f"outputs={tuple(outputs)!r} need a MuJoCo scene (MjScene); got {type(scene).__name__}")
     try:
-        return parse_outputs(model, outputs)
+        return parse_outputs(model, outputs, scene)
     except OutputError as e:
         raise RolloutError(str(e)) from None
 
 
-def make_plan(scene, integrator, *, dt, steps, batch, x0, ctrl, seed, record_every, out, chunk, overwrite, resume,
-              model_params, devices, keep, t0, mjx, quaternion_update, perturb, carry=None, outputs=None,
-              output_semantics="live") -> Plan:
-    steps = check_int("steps", steps, 1)
-    record_every = check_int("record_every", record_every, 1)
-    if record_every > steps:
-        raise RolloutError(f"record_every={record_every} > steps={steps}: nothing would be recorded")
-    seed = check_int("seed", seed, 0)
-    if not (isinstance(perturb, (int, float)) and math.isfinite(perturb) and perturb >= 0):
-        raise RolloutError(f"perturb must be a finite number >= 0, got {perturb!r}")
-    chunk = _chunk_steps(chunk, steps, record_every)
-    if not keep and out is None and resume is None:
-        raise RolloutError("keep=False needs out= (the trajectory would be kept nowhere)")
-    out = _resume_path(resume, out) if resume is not None else check_out(out, overwrite)
-    scene = resolve_scene(scene, mjx=mjx, quaternion_update=quaternion_update)
+def run_needs(model_params, outputs) -> dict[str, str]:
+    """The backend capabilities a run's own arguments need ({capability: what asks}); the scene adds its own."""
+    needs = {}
+    if model_params:
+        needs["per_world_params"] = f"model_params {sorted(model_params)}"
+    if outputs:
+        needs["outputs"] = "recorded outputs"
+    if has_callables(outputs):
+        needs["callable_outputs"] = "an output function"
+    return needs
+
+
+def needs_sensors(outputs) -> bool:
+    """Whether recorded outputs read sensors (then loading must keep them: ``load_scene(need_sensors=True)``)."""
+    return any(isinstance(o, str) and (o == "sensordata" or o.startswith("sensor:")) for o in outputs or ())
+
+
+def _resumed_params_backend(path) -> tuple[dict, str | None]:
+    with h5.open_rollout(path) as f:
+        return f.model_params, h5.decode_attr(f.h5.attrs.get("backend")) or None
+
+
+def make_plan(scene, integrator, spec: RunSpec, *, world_offset: int = 0, extra_attrs: dict | None = None) -> Plan:
+    """The ``Plan`` of ``spec`` (``engine/spec.py``) on ``scene`` with ``integrator``: every input checked,
+    the backend, integrator and timestep resolved, before anything is compiled or written.
+    ``world_offset``/``extra_attrs``: a process's share of a multi-process run (``engine.distributed``)."""
+    spec = check_spec(spec)
+    st, rec, ex, ld, start = spec.storage, spec.recording, spec.execution, spec.loading, spec.start
+    steps, record_every, resume = spec.steps, rec.record_every, st.resume
+    chunk = _chunk_steps(ex.chunk, steps, record_every)
+    out = _resume_path(resume, st.out) if resume is not None else check_out(st.out, st.overwrite)
+    if out is not None:
+        h5.check_not_in_use(out)  # a live writer holds it: refused before anything changes (issue 28)
+    file_params, file_backend = _resumed_params_backend(out) if resume is not None else ({}, None)
+    # A resume continues on the backend that wrote the file (another one is refused).
+    backend = requested((file_backend or AUTO, f"resume={resume!r}"), (ex.backend, "the run"))
+    scene, backend_why = resolve_run_scene(
+        scene, mjx=ld.mjx, quaternion_update=ld.quaternion_update, backend=backend,
+        needs=run_needs(start.model_params or file_params, rec.outputs),
+        unsupported_contacts=ld.unsupported_contacts, need_sensors=needs_sensors(rec.outputs))
     integ = scene_integrator(scene, integrator)
     try:
         kind = check_pair(scene, integ)
     except ContractError as e:
         raise RolloutError(str(e)) from None
-    dt = scene_timestep(scene, dt)
-    out_specs = check_outputs(scene, outputs, output_semantics)
+    dt = scene_timestep(scene, spec.dt)
+    out_specs = check_outputs(scene, rec.outputs, rec.output_semantics)
     layout: StateLayout = scene.layout
-    devs = check_devices(devices)
+    devs = check_devices(ex.devices)
 
+    x0, batch, model_params = start.x0, start.batch, start.model_params
     if resume is not None:
         if x0 is not None or model_params:
             raise RolloutError("resume takes x0 and model_params from the file; do not pass them")
+        if start.carry is not None:
+            raise RolloutError("resume takes the carry from the file; do not pass carry")
         with h5.open_rollout(out) as f:
             x0, model_params = f.x0, f.model_params
         if batch is not None and batch != x0.shape[0]:
             raise RolloutError(f"resume={resume!r}: the file has batch {x0.shape[0]}, batch={batch} was asked")
         batch = None
+    _memory.check(scene=scene, layout_size=layout.size, batch=x0.shape[0] if x0 is not None and np.ndim(x0) == 2
+                  else (batch or 1), samples=steps // record_every, chunk_samples=chunk // record_every,
+                  outputs=out_specs, keep=rec.keep, devices=devs)  # before x0 is built: refuse what cannot fit
     if x0 is not None:
         x0 = check_x0(x0, batch, layout)
     else:
-        x0 = initial_states(scene, check_int("batch", 1 if batch is None else batch, 1), seed, perturb)
+        x0 = initial_states(scene, 1 if batch is None else batch, start.seed, start.perturb, start.perturb_qpos)
     B = x0.shape[0]
-    ctrl_mode, ctrl_arr, ctrl_fn = check_ctrl(scene, ctrl, B, steps, layout.size)
+    ctrl_mode, ctrl_arr, ctrl_fn = check_ctrl(scene, start.ctrl, B, steps, layout.size)
     params = check_model_params(scene, model_params, B)
     carry_spec, carry0 = carry_plan(scene, integ, dt, B)
-    if carry is not None and resume is not None:
-        raise RolloutError("resume takes the carry from the file; do not pass carry")
-    carry0 = check_carry(carry, carry_spec, carry0)
-    attrs = _attrs(scene, integ, dt=dt, steps=steps, record_every=record_every, B=B, seed=seed, t0=t0, chunk=chunk,
-                   perturb=perturb, ctrl_attr=_ctrl_attr(ctrl_mode, ctrl_arr, ctrl_fn),
+    carry0 = check_carry(start.carry, carry_spec, carry0)
+    attrs = _attrs(scene, integ, dt=dt, steps=steps, record_every=record_every, B=B, seed=start.seed, t0=start.t0,
+                   chunk=chunk, perturb=start.perturb, ctrl_attr=_ctrl_attr(ctrl_mode, ctrl_arr, ctrl_fn),
                    integ_source="argument" if integrator is not None else "scene")
+    attrs.update(backend_reason=backend_why, perturb_qpos=start.perturb_qpos, **(extra_attrs or {}))
+    if out_specs:
+        attrs.update(outputs=",".join(o.name for o in out_specs), output_semantics=rec.output_semantics)
     plan = Plan(scene=scene, integ=integ, kind=kind, dt=dt, steps=steps,
                 record_every=record_every, samples=steps // record_every, chunk=chunk, x0=x0, carry0=carry0,
-                carry_spec=carry_spec, seed=seed, ctrl_mode=ctrl_mode, ctrl=ctrl_arr, ctrl_fn=ctrl_fn,
-                params=params, devices=devs, out=out, t0=float(t0), attrs=attrs, outputs=out_specs,
-                output_semantics=output_semantics)
-    if out_specs:
-        attrs["outputs"] = ",".join(o.name for o in out_specs)
-        attrs["output_semantics"] = output_semantics
-    if resume is not None:
-        check_resume(plan)
+                carry_spec=carry_spec, seed=start.seed, ctrl_mode=ctrl_mode, ctrl=ctrl_arr, ctrl_fn=ctrl_fn,
+                params=params, devices=devs, out=out, t0=start.t0, attrs=attrs, outputs=out_specs,
+                output_semantics=rec.output_semantics, world_offset=world_offset)
+    plan = check_resume(plan) if resume is not None else plan
+    if out is not None:
+        warn = _memory.check_space(out, _memory.planned_file_bytes(
+            n=layout.size, nc=sum(int(np.prod(sh, dtype=np.int64)) for _, sh in carry_spec), batch=B,
+            samples=plan.samples - plan.start_step // record_every, output_width=sum(int(np.prod(o.shape)) for o in
+                                                                                     out_specs)),
+            require=bool(getattr(st, "require_space", False)))
+        if warn:
+            import warnings
+
+            warnings.warn(warn, RuntimeWarning, stacklevel=3)
     return plan
 
 
+def _config_subset(file_cfg, now_cfg) -> bool:
+    """A file written when the integrator attribute held fewer keys (format-v1 files: just the name) matches
+    when every key it has is equal now (issue 28: the v1 fixture resumes)."""
+    try:
+        old, new = json.loads(file_cfg), json.loads(now_cfg)
+    except (TypeError, ValueError):
+        return False
+    return isinstance(old, dict) and isinstance(new, dict) and all(new.get(k) == v for k, v in old.items())
+
+
 RESUME_MUST_MATCH = ("model_sha256", "integrator", "dt", "record_every", "batch", "seed", "t0", "ctrl",
-                     "quaternion_update", "x64")
+                     "quaternion_update", "x64", "backend")
 
 
-def check_resume(plan: Plan) -> None:
+def check_resume(plan: Plan) -> Plan:
+    """``plan`` continuing its file: the file must match it; the plan starts after the file's last sample."""
     with h5.open_rollout(plan.out) as f:
         a = {k: h5.decode_attr(v) for k, v in f.h5.attrs.items()}
         samples = f.samples
         n_file = f.h5["x"].shape[2]
         carry_file = [(name, size) for name, size in f.carry_layout]
+        f_datasets = set(f.h5)
         old_style_sha = f.mjb is None  # written before files kept the binary model: hashed the XML
     want = dict(plan.attrs)
     model = mujoco_model(plan.scene)
@@ -477,7 +558,7 @@ def check_resume(plan: Plan) -> None:
     for k in RESUME_MUST_MATCH:
         if k == "ctrl" and want["ctrl"].startswith("callable") and str(a.get(k, "")).startswith("callable"):
             continue  # a callable cannot be compared; the caller is trusted to pass the same one
-        if k in a and a[k] != want[k]:
+        if k in a and a[k] != want[k] and not (k == "integrator" and _config_subset(a[k], want[k])):
             bad.append(f"{k}: file {a[k]!r}, now {want[k]!r}")
     for k in ("outputs", "output_semantics"):  # absent when nothing is recorded: "" on both sides then
         if str(a.get(k, "")) != str(want.get(k, "")):
@@ -485,12 +566,12 @@ def check_resume(plan: Plan) -> None:
     if n_file != plan.scene.layout.size:
         bad.append(f"state size: file {n_file}, now {plan.scene.layout.size}")
     carry_now = [(name, int(np.prod(shape, dtype=np.int64))) for name, shape in plan.carry_spec]
-    if carry_file != carry_now:
-        bad.append(f"carry: file {carry_file}, now {carry_now}")
+    if carry_file != carry_now and not (carry_file == [] and "carry" not in f_datasets):
+        bad.append(f"carry: file {carry_file}, now {carry_now}")  # (a file from before /carry resumes cold)
     if bad:
         raise RolloutError(f"resume={plan.out!r} does not match this run: " + "; ".join(bad))
-    plan.start_step = samples * plan.record_every
-    plan.attrs["created"] = a.get("created", plan.attrs["created"])
-    plan.attrs["steps"] = max(plan.steps, int(a["steps"]))
-    if plan.steps < int(a["steps"]) and samples * plan.record_every > plan.steps:
-        raise RolloutError(f"resume={plan.out!r} already holds {samples} samples, more than steps={plan.steps} asks")
+    if plan.steps < int(a["steps"]):  # the file would stay short of its plan and never be complete (issue 28)
+        raise RolloutError(f"resume={plan.out!r} was planned for steps={int(a['steps'])} ({samples} samples held); "
+                           f"steps={plan.steps} would leave it incomplete: resume with steps >= {int(a['steps'])}")
+    attrs = dict(plan.attrs, created=a.get("created", plan.attrs["created"]), steps=max(plan.steps, int(a["steps"])))
+    return dataclasses.replace(plan, start_step=samples * plan.record_every, attrs=attrs)

@@ -45,13 +45,14 @@ def _start_state(plan: Plan, resume: bool):
     j_start = plan.start_step // plan.record_every
     if resume and j_start == 0 and plan.carry_spec:
         with h5.open_rollout(plan.out) as f:
-            carry = {k: np.asarray(v).reshape((B,) + tuple(shape)) for (k, v), (_, shape) in
-                     zip(h5.carry_dict(plan.carry_spec, f.carry0).items(), plan.carry_spec)}
+            if f.carry_layout:  # (a file from before /carry starts cold)
+                carry = {k: np.asarray(v).reshape((B,) + tuple(shape)) for (k, v), (_, shape) in
+                         zip(h5.carry_dict(plan.carry_spec, f.carry0).items(), plan.carry_spec)}
     if resume and j_start > 0:
         with h5.open_rollout(plan.out) as f:
             x = f.h5["x"][j_start - 1]
             status, status_step = f.status.astype(np.int8), f.status_step.astype(np.int64)
-            if plan.carry_spec:
+            if plan.carry_spec and f.carry_layout:  # a file from before /carry: the carry restarts cold
                 flat = f.carry_at(j_start - 1)
                 carry = {name: np.asarray(flat[name]).reshape((B,) + tuple(shape)) for name, shape in plan.carry_spec}
         # A world that failed after the resumed sample (in unrecorded trailing steps) runs again.
@@ -172,7 +173,8 @@ def _loop(plan: Plan, st: ChunkStatic, compiled, state, chunk_input, *, writer, 
             xs_mem[j0:j0 + nvalid] = xs
         if writer is not None and nvalid:
             flat = _flat_carry(cs, plan.carry_spec, S, st.batch)
-            writer.put(j0, times, xs, st_h, sst_h, carry=None if flat is None else flat[:nvalid, :B], outputs=os_)
+            writer.put(j0, times, xs, st_h, sst_h, carry=None if flat is None or not writer.has_carry
+                       else flat[:nvalid, :B], outputs=os_)
         k_next = min(k + plan.chunk, plan.steps)
         if bar is not None:
             bar.update(k_next - k)
@@ -193,8 +195,13 @@ def execute(plan: Plan, *, progress, compression, watchdog_s, keep, resume) -> R
     t_wall = _time.perf_counter()
     compiled, compile_s, trace_s, trace_source = compiled_chunk(scene, st, (state, chunk_input(plan.start_step)))
 
-    # Only now (inputs checked, function compiled) does anything touch the disk.
-    writer = _open_writer(plan, resume, st.samples, compression)
+    # Only now (inputs checked, function compiled) does anything touch the disk, under the file's writer lock.
+    lock = h5.FileLock(plan.out).acquire() if plan.out else None
+    try:
+        writer = _open_writer(plan, resume, st.samples, compression)
+    except BaseException:
+        lock and lock.release()
+        raise
     xs_mem, outs_mem = _memory(plan, keep, resume)
     guard = _watchdog(watchdog_s, scene, B)
     bar = _progress(progress, plan.steps, plan.start_step)
@@ -207,8 +214,11 @@ def execute(plan: Plan, *, progress, compression, watchdog_s, keep, resume) -> R
     finally:
         if bar is not None:
             bar.close()
-        if writer is not None:
-            writer.close(complete=done)
+        try:
+            if writer is not None:
+                writer.close(complete=done)
+        finally:
+            lock and lock.release()
     run_s = _time.perf_counter() - t_run
     steps_run = plan.steps - plan.start_step
     stats = dict(wall_s=_time.perf_counter() - t_wall, compile_s=compile_s, trace_s=trace_s, run_s=run_s,
@@ -216,7 +226,8 @@ def execute(plan: Plan, *, progress, compression, watchdog_s, keep, resume) -> R
                  steps_per_s=steps_run / run_s if run_s > 0 else float("inf"),
                  world_steps_per_s=steps_run * B / run_s if run_s > 0 else float("inf"),
                  worlds_ok=int((status == 0).sum()), worlds_failed=int((status != 0).sum()),
-                 file_bytes=os.path.getsize(plan.out) if plan.out else 0, devices=ndev, chunk=plan.chunk)
+                 file_bytes=os.path.getsize(plan.out) if plan.out else 0, devices=ndev, chunk=plan.chunk,
+                 backend=plan.attrs.get("backend", ""), backend_reason=plan.attrs.get("backend_reason", ""))
     R = plan.record_every
     return RolloutResult(time=plan.t0 + (np.arange(plan.samples) + 1) * R * plan.dt, x=xs_mem, status=status,
                          status_step=status_step, x0=plan.x0, layout=scene.layout,

@@ -36,6 +36,7 @@ from .plan import (
     scene_integrator,
     scene_timestep,
 )
+from .spec import RunSpec, check_spec
 
 
 def _check_not_reversed(integ, *inputs) -> None:
@@ -134,12 +135,11 @@ def simulate(scene, integrator, x0, *, dt: float | None, steps: int, ctrl=None, 
     carry: initial carry (name -> (B, *shape) or (*shape)); None = cold (the scene's ``init_carry``).
     chunk: steps per checkpointed chunk (rounded up to a multiple of record_every); default ~sqrt(steps).
     """
-    steps = check_int("steps", steps, 1)
-    record_every = check_int("record_every", record_every, 1)
-    if record_every > steps:
-        raise RolloutError(f"record_every={record_every} > steps={steps}: nothing would be recorded")
-    seed = check_int("seed", seed, 0)
-    scene = resolve_scene(scene)
+    # The run specification's own checks (engine/spec.py); x0, ctrl and model_params may be tracers.
+    run = check_spec(RunSpec.from_options(steps=steps, dt=dt, record_every=record_every, seed=seed, chunk=chunk,
+                                          t0=t0))
+    steps, record_every, seed = run.steps, run.recording.record_every, run.start.seed
+    scene = resolve_scene(scene, needs={"differentiable": "simulate (pure, differentiable)"})
     integ = scene_integrator(scene, integrator)
     try:
         kind = check_pair(scene, integ)

@@ -111,7 +111,7 @@ def _scene(case):
     noise = tuple((n["joint"], float(n["sigma"])) for n in case.get("noise", ()))
     key = (src, case.get("quaternion_update", "quaternion"), noise)
     if key not in _SCENES:
-        sc = MjScene(load_scene(src), quaternion_update=key[1])
+        sc = MjScene(load_scene(src), quaternion_update=key[1], backend="mjx")  # committed errors: MJX
         for joint, sigma in noise:
             sc.add_joint_noise(joint, sigma)
         _SCENES[key] = sc

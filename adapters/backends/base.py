@@ -1,0 +1,132 @@
+"""What every dynamics backend declares and implements (``adapters/backends``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from mjharness.integrators import ContractError
+
+# capability -> how a refusal names it
+CAPABILITIES = {
+    "mjx_data": "MJX data of a state (MjScene.forward / to_mjx / with_model)",
+    "differentiable": "differentiation (jax.grad / jax.jvp, simulate, fit)",
+    "per_world_params": "per-world model parameters (model_params)",
+    "extra_states": "extra states (add_state: their derivative_fn reads MJX data)",
+    "body_noise": "body noise (add_body_noise: the body Jacobian of MJX data)",
+    "joint_noise": "joint noise (add_joint_noise)",
+    "outputs": "recorded MuJoCo outputs",
+    "callable_outputs": "callable outputs fn(scene, t, x, data) (data is MJX data)",
+    "float64": "float64 dynamics",
+}
+
+
+class BackendError(ContractError):
+    """A request the chosen dynamics backend cannot serve (e.g. differentiation through MuJoCo C)."""
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend can do; every field is a key of ``CAPABILITIES``.
+
+    Attributes:
+        mjx_data: evaluations give MJX data (``MjScene.forward``, ``to_mjx``, ``with_model``).
+        differentiable: JAX can differentiate through its evaluations.
+        per_world_params: per-world model fields (``model_params``).
+        extra_states: ``add_state`` extras (derivatives read MJX data).
+        body_noise: ``add_body_noise`` (needs the body Jacobian of MJX data).
+        joint_noise: ``add_joint_noise``.
+        outputs: recorded MuJoCo outputs (``outputs=``).
+        callable_outputs: user output functions ``fn(scene, t, x, data)`` on MJX data.
+        float64: dynamics evaluated in float64 (MJWarp's kernels are float32 only).
+    """
+
+    mjx_data: bool
+    differentiable: bool
+    per_world_params: bool
+    extra_states: bool
+    body_noise: bool
+    joint_noise: bool
+    outputs: bool
+    callable_outputs: bool
+    float64: bool
+
+    def has(self, cap: str) -> bool:
+        if cap not in CAPABILITIES:
+            raise KeyError(f"unknown backend capability {cap!r}; known: {sorted(CAPABILITIES)}")
+        return bool(getattr(self, cap))
+
+
+assert {f.name for f in fields(Capabilities)} == set(CAPABILITIES)
+
+
+def check_naconmax(naconmax, name: str, owner: bool) -> None:
+    if naconmax is not None and not (owner and isinstance(naconmax, int) and not isinstance(naconmax, bool)
+                                     and naconmax >= 1):
+        raise BackendError(f"naconmax= is a positive int for backend='warp' only; got {naconmax!r} with "
+                           f"backend={name!r}")
+
+
+class Backend:
+    """One dynamics implementation. Subclasses set ``name``, ``caps`` and ``summary`` and implement the
+    evaluation hooks; ``MjScene`` calls them with itself as ``scene`` (duck-typed: no import of MjScene)."""
+
+    name: str = ""
+    caps: Capabilities
+    summary: str = ""
+
+    def require(self, cap: str, what: str) -> None:
+        """Refuse ``what`` (a user request) when this backend lacks capability ``cap``."""
+        if not self.caps.has(cap):
+            alt = "backend='mjx'" if self.name != "mjx" else "another backend"
+            raise BackendError(f"{what} needs {CAPABILITIES[cap]}, which backend={self.name!r} does not have: "
+                               f"use {alt}")
+
+    def check_options(self, *, threads, naconmax) -> None:
+        """Backend-specific constructor options (``threads`` for MuJoCo C, ``naconmax`` for warp)."""
+        if threads is not None:
+            raise BackendError(f"threads= applies to backend='mujoco' only (backend is {self.name!r})")
+        check_naconmax(naconmax, self.name, owner=False)
+
+    # -- hooks (MjScene calls these) --
+    def load(self, src, *, mjx: str = "adapt", unsupported_contacts: str = "refuse", need_sensors: bool = False):
+        """An MjModel from ``src`` (anything ``load_scene`` takes) for this backend; the keywords are
+        ``load_scene``'s MJX adaptation options (backends that run MuJoCo's own model ignore them)."""
+        raise NotImplementedError
+
+    def put_model(self, model, source: str, opts: dict):
+        return None
+
+    def put_data(self, model, data, opts: dict):
+        return None
+
+    def host_pool(self, model, data, opts: dict):
+        return None
+
+    def evaluate(self, scene, t, x, ctrl, ws, *, mode="forward", h=0.0, force=None):
+        raise NotImplementedError
+
+    def euler(self, scene, t, x, h, ctrl, carry):
+        """(data, qacc) of MuJoCo's Euler (implicit joint damping) at step ``h``."""
+        raise NotImplementedError
+
+    def implicit(self, scene, t, x, h, ctrl, carry):
+        """(data, qacc, act_rate or None) of MuJoCo's implicitfast at step ``h``."""
+        raise NotImplementedError
+
+    def noise_data(self, scene, t, x, ctrl, carry):
+        """Evaluated data at (t, x) from which the joint/body noise diffusion is read."""
+        return scene._evaluate(t, x, ctrl, carry)
+
+    def outputs(self, scene, specs, t, x, ctrl, ws) -> dict:
+        raise NotImplementedError
+
+    def cast_input(self, x, dtype):
+        """The state as this backend's kernels take it."""
+        return x
+
+    def digest(self, h, scene) -> None:
+        """Feed what a trace of ``scene``'s dynamics closes over into the hash ``h``."""
+        raise NotImplementedError
+
+    def __repr__(self):
+        return f"<backend {self.name!r}>"

@@ -1,0 +1,255 @@
+"""The MuJoCo C backend's host machinery (``backends/mujoco_c.py``): stage evaluations by ``mj_forward``
+on native threads.
+
+One batched host call per stage: ``jax.pure_callback`` with ``vmap_method="broadcast_all"`` turns
+the engine's vmap over worlds into a single call that receives every world at once; the worlds are
+split into contiguous slices, one per thread, each thread reusing its own ``MjData``
+(``mj_forward`` releases the GIL, so the threads run in parallel).
+
+Per world the call returns qvel, the acceleration the integrator wants, the activation rate and the
+forward qacc (the next warm start, as ``mj_step`` saves it):
+- ``"forward"``: qacc of ``mj_forward``.
+- ``"euler"``: MuJoCo's Euler with implicit joint damping. ``mj_Euler`` itself solves
+  (M + h diag(damping)) qacc = qfrc_smooth + qfrc_constraint with C's factorisation; the rate is read
+  back as (qvel' - qvel) / h, so our update reproduces C's to rounding.
+- ``"implicit"``: ``mj_implicit`` (implicitfast: M - h qDeriv without RNE) read back the same way,
+  activations included (mj_advance's exact filter and clamping).
+Not differentiable: a JVP (``jax.grad``, ``jax.jvp``) raises ``BackendError`` naming the backend.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+import jax
+import jax.numpy as jnp
+import mujoco
+import numpy as np
+
+from .base import BackendError
+
+MODES = ("forward", "euler", "implicit")
+_S = mujoco.mjtState
+# What a stage sets on MjData: packed by mj_setState in this (bit) order.
+_STATE = int(_S.mjSTATE_TIME | _S.mjSTATE_QPOS | _S.mjSTATE_QVEL | _S.mjSTATE_ACT | _S.mjSTATE_WARMSTART
+             | _S.mjSTATE_CTRL)
+
+
+def default_threads() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+class HostPool:
+    """Threads with one ``MjData`` each, evaluating a batch of worlds through MuJoCo C."""
+
+    def __init__(self, model: mujoco.MjModel, data: mujoco.MjData, threads: int | None = None):
+        threads = default_threads() if threads is None else threads
+        if not isinstance(threads, int) or threads < 1:
+            raise BackendError(f"backend 'mujoco': threads must be a positive int, got {threads!r}")
+        self.model, self.threads = model, threads
+        self.datas = []
+        for _ in range(threads):
+            d = mujoco.MjData(model)
+            mujoco.mj_copyData(d, model, data)  # applied forces, mocap, userdata as the scene's data
+            self.datas.append(d)
+        self.executor = ThreadPoolExecutor(threads, thread_name_prefix="mjharness-mujoco") if threads > 1 else None
+        # mj_implicit insists on <option integrator="implicitfast">: a copy that says so, same data layout.
+        self._implicit_model = copy.deepcopy(model)
+        self._implicit_model.opt.integrator = mujoco.mjtIntegrator.mjINT_IMPLICITFAST
+        m = model
+        self.width = 3 * m.nv + m.na
+        if mujoco.mj_stateSize(m, _STATE) != 1 + m.nq + 2 * m.nv + m.na + m.nu:  # the packed row layout
+            raise BackendError(f"backend 'mujoco': mujoco {mujoco.__version__} packs mjSTATE rows differently")
+        self._damped = bool(not (m.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_EULERDAMP)
+                            and np.any(m.dof_damping > 0))
+
+    def _slice(self, i, lo, hi, mode, t, x, ctrl, ws, h, out, force=None):
+        """Worlds lo..hi on thread i's MjData: only MuJoCo C calls and row copies per world; everything
+        that can be done on the whole slice at once (qvel, rates) is done after the loop.
+        ``force`` (k, nv): generalized forces whose M(q)^-1 f (mj_solveM on mj_forward's factor) is
+        appended to each row after the first ``width`` columns (joint-noise diffusion)."""
+        m, d = self.model, self.datas[i]
+        minv = None if force is None else np.empty_like(force)
+        nq, nv, na = m.nq, m.nv, m.na
+        # MjData's array attributes build a new numpy view on every access: take them once.
+        qvel, act, qacc, act_dot = d.qvel, d.act, d.qacc, d.act_dot
+        x, out = x[lo:hi], out[lo:hi]
+        step = mode == "implicit" or (mode == "euler" and self._damped)
+        after = np.empty((hi - lo, nv + na)) if step else None  # qvel, act after mj_Euler / mj_implicit
+        stepper = self._implicit_model if mode == "implicit" else m
+        advance = mujoco.mj_implicit if mode == "implicit" else mujoco.mj_Euler
+        # One mj_setState per world instead of six numpy assignments (less Python under the GIL):
+        # rows [time, qpos, qvel, act, qacc_warmstart, ctrl] in mjtState bit order, built for the slice at once.
+        packed = np.concatenate([t[lo:hi, None], x[:, :nq + nv + na], ws[lo:hi], ctrl[lo:hi]], axis=1)
+        for w in range(hi - lo):
+            mujoco.mj_setState(m, d, packed[w], _STATE)
+            mujoco.mj_forward(m, d)
+            out[w, 2 * nv:2 * nv + na] = act_dot
+            out[w, 2 * nv + na:self.width] = qacc
+            if minv is not None:
+                mujoco.mj_solveM(m, d, minv, force)
+                out[w, self.width:] = minv.reshape(-1)
+            if step:  # advances d: only the velocity (and activation) change is read back
+                advance(stepper, d)
+                after[w, :nv] = qvel
+                after[w, nv:] = act
+        out[:, :nv] = x[:, nq:nq + nv]  # mj_forward leaves qvel as given
+        if not step:
+            out[:, nv:2 * nv] = out[:, 2 * nv + na:self.width]
+            return
+        hs = h[lo:hi, None]
+        out[:, nv:2 * nv] = (after[:, :nv] - x[:, nq:nq + nv]) / hs
+        if mode == "implicit" and na:
+            out[:, 2 * nv:2 * nv + na] = (after[:, nv:] - x[:, nq + nv:]) / hs
+
+    def evaluate(self, mode, t, x, ctrl, ws, h, force=None):
+        """Arrays with one common leading batch shape (or none) -> (..., 3 nv + na [+ force.size]) float64."""
+        if force is not None and mode != "forward":
+            raise BackendError(f"backend 'mujoco': M^-1 f columns are evaluated in mode 'forward' only, not {mode!r}")
+        # The callback may hand over jax Arrays: index those per world and each index is a JAX dispatch
+        # (measured 2-5 ms a world on the humanoid, 100x mj_forward). One host copy up front instead.
+        t, x, ctrl, ws, h = (np.asarray(a, dtype=np.float64) for a in (t, x, ctrl, ws, h))
+        lead = x.shape[:-1]
+        n = int(np.prod(lead)) if lead else 1
+        t, h = t.reshape(n), h.reshape(n)
+        x, ctrl, ws = (a.reshape(n, -1) for a in (x, ctrl, ws))
+        width = self.width + (0 if force is None else force.size)
+        out = np.empty((n, width))
+        k = min(self.threads, n)
+        if k <= 1 or self.executor is None:
+            self._slice(0, 0, n, mode, t, x, ctrl, ws, h, out, force)
+        else:
+            bounds = np.linspace(0, n, k + 1).astype(int)
+            futs = [self.executor.submit(self._slice, i, bounds[i], bounds[i + 1], mode, t, x, ctrl, ws, h, out,
+                                         force) for i in range(k)]
+            for f in futs:
+                f.result()
+        return out.reshape(lead + (width,))
+
+    def __del__(self):
+        if getattr(self, "executor", None) is not None:
+            self.executor.shutdown(wait=False)
+
+
+def make_evaluator(pool: HostPool, mode: str, force: np.ndarray | None = None):
+    """``f(t, x, ctrl, ws, h) -> (3 nv + na [+ k nv],)`` for one world, batched by vmap into one host call.
+
+    ``force`` (k, nv), a constant: the row also holds M(q)^-1 force[i] for each i (``HostData.minv_f``)."""
+    if mode not in MODES:
+        raise BackendError(f"backend 'mujoco': unknown evaluation mode {mode!r}")
+    if force is not None:
+        force = np.ascontiguousarray(force, dtype=np.float64).reshape(-1, pool.model.nv)
+    shape = jax.ShapeDtypeStruct((pool.width + (0 if force is None else force.size),), jnp.float64)
+
+    @jax.custom_jvp
+    def evaluate(t, x, ctrl, ws, h):
+        lead = jnp.shape(x)[:-1]
+        spec = jax.ShapeDtypeStruct(lead + shape.shape, shape.dtype)
+        return jax.pure_callback(lambda *a: pool.evaluate(mode, *a, force=force), spec, t, x, ctrl, ws, h,
+                                 vmap_method="broadcast_all")
+
+    @evaluate.defjvp
+    def _no_jvp(primals, tangents):
+        raise BackendError("MjScene backend='mujoco' evaluates MuJoCo C on the host and is not differentiable "
+                           "(jax.grad / jax.jvp); use backend='mjx' to differentiate")
+
+    return evaluate
+
+
+class HostData:
+    """The fields of a host evaluation that ``MjScene._derivative`` reads (like MJX data)."""
+
+    def __init__(self, out, nv, na):
+        w = 3 * nv + na
+        self.qvel = out[..., :nv]
+        self.qacc_used = out[..., nv:2 * nv]
+        self.act_dot = out[..., 2 * nv:2 * nv + na]
+        self.qacc = out[..., 2 * nv + na:w]
+        # (nv, k): M(q)^-1 of the evaluator's force columns, when it was given some (else (nv, 0))
+        k = (out.shape[-1] - w) // nv if nv else 0
+        self.minv_f = jnp.swapaxes(jnp.reshape(out[..., w:], out.shape[:-1] + (k, nv)), -1, -2)
+
+
+# -- recorded outputs (adapters/outputs.py on backend="mujoco") ----------------------------------------
+
+def output_width(specs) -> int:
+    """Flat per-world width of the outputs ``specs`` (adapters.outputs.OutputSpec rows)."""
+    return int(sum(np.prod(s.shape, dtype=np.int64) for s in specs))
+
+
+class _OutputReader:
+    """The per-world reads of ``specs`` off one MjData, each by its kind (``adapters.outputs.KINDS``)."""
+
+    def __init__(self, m: mujoco.MjModel, d: mujoco.MjData, specs, rne: bool):
+        self.m, self.d, self.rne = m, d, rne
+        self.reads, o = [], 0
+        for s in specs:
+            w = int(np.prod(s.shape, dtype=np.int64))
+            self.reads.append((slice(o, o + w), s.kind.host(m, d, s)))
+            o += w
+
+    def __call__(self, row: np.ndarray) -> None:
+        if self.rne:
+            mujoco.mj_rnePostConstraint(self.m, self.d)
+        for sl, read in self.reads:
+            row[sl] = read()
+
+
+class HostOutputs:
+    """Recorded outputs of a batch of worlds through MuJoCo C: mj_setState + mj_forward
+    (+ mj_rnePostConstraint, mj_energyPos/Vel, mj_contactForce as the outputs need) per world, on the
+    pool's threads with MjData of its own (a sampled evaluation may overlap the last step's stages)."""
+
+    def __init__(self, pool: HostPool, specs, rne: bool):
+        m = pool.model
+        self.pool, self.width = pool, output_width(specs)
+        self.readers = []
+        for src in pool.datas:
+            d = mujoco.MjData(m)
+            mujoco.mj_copyData(d, m, src)  # applied forces, mocap, userdata as the pool's
+            self.readers.append(_OutputReader(m, d, specs, rne))
+
+    def _slice(self, i, lo, hi, packed, out):
+        r = self.readers[i]
+        m, d = r.m, r.d
+        for w in range(lo, hi):
+            mujoco.mj_setState(m, d, packed[w], _STATE)
+            mujoco.mj_forward(m, d)
+            r(out[w])
+
+    def evaluate(self, t, x, ctrl, ws):
+        """Arrays with one common leading batch shape (or none) -> (..., width) float64."""
+        m = self.pool.model
+        t, x, ctrl, ws = (np.asarray(a, dtype=np.float64) for a in (t, x, ctrl, ws))
+        lead = x.shape[:-1]
+        n = int(np.prod(lead)) if lead else 1
+        packed = np.concatenate([t.reshape(n, 1), x.reshape(n, -1)[:, :m.nq + m.nv + m.na], ws.reshape(n, -1),
+                                 ctrl.reshape(n, -1)], axis=1)
+        out = np.empty((n, self.width))
+        k = min(self.pool.threads, n)
+        if k <= 1 or self.pool.executor is None:
+            self._slice(0, 0, n, packed, out)
+        else:
+            bounds = np.linspace(0, n, k + 1).astype(int)
+            for f in [self.pool.executor.submit(self._slice, i, bounds[i], bounds[i + 1], packed, out)
+                      for i in range(k)]:
+                f.result()
+        return out.reshape(lead + (self.width,))
+
+
+def make_output_evaluator(outputs: HostOutputs):
+    """``f(t, x, ctrl, ws) -> (width,)`` for one world, batched by vmap into one host call."""
+
+    @jax.custom_jvp
+    def evaluate(t, x, ctrl, ws):
+        spec = jax.ShapeDtypeStruct(jnp.shape(x)[:-1] + (outputs.width,), jnp.float64)
+        return jax.pure_callback(outputs.evaluate, spec, t, x, ctrl, ws, vmap_method="broadcast_all")
+
+    @evaluate.defjvp
+    def _no_jvp(primals, tangents):
+        raise BackendError("recorded outputs on MjScene backend='mujoco' come from MuJoCo C on the host and are "
+                           "not differentiable; use backend='mjx' to differentiate")
+
+    return evaluate

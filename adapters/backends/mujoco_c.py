@@ -1,0 +1,79 @@
+"""MuJoCo C backend: stage evaluations by ``mj_forward`` / ``mj_Euler`` / ``mj_implicit`` on native threads
+(``adapters/mujoco_backend.py``: one batched host call per stage). Runs every model MuJoCo compiles."""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+
+from mjharness.scenes import load_native
+
+from . import host as _host
+from .base import Backend, Capabilities, check_naconmax
+
+
+class MujocoBackend(Backend):
+    name = "mujoco"
+    summary = "MuJoCo C on CPU threads: runs models MJX refuses; the fastest on CPU; not differentiable"
+    caps = Capabilities(mjx_data=False, differentiable=False, per_world_params=False, extra_states=False,
+                        body_noise=False, joint_noise=True, outputs=True, callable_outputs=False, float64=True)
+
+    def check_options(self, *, threads, naconmax):
+        check_naconmax(naconmax, self.name, owner=False)  # threads: HostPool checks them
+
+    def load(self, src, **mjx_options):
+        return load_native(src)  # MuJoCo C runs what MuJoCo compiles: no MJX adaptation
+
+    def host_pool(self, model, data, opts):
+        return _host.HostPool(model, data, opts.get("threads"))
+
+    def evaluate(self, scene, t, x, ctrl, ws, *, mode="forward", h=0.0, force=None):
+        """MuJoCo C at this stage (one world; vmap makes it one batched host call): ``HostData``.
+        ``force`` (k, nv) constant: ``HostData.minv_f`` holds M(q)^-1 of its rows (joint-noise diffusion)."""
+        key = mode if force is None else (mode, np.asarray(force, np.float64).tobytes())
+        fn = scene._host_fns.get(key)
+        if fn is None:
+            fn = scene._host_fns[key] = _host.make_evaluator(scene._host, mode, force)
+        m = scene.model
+        ctrl = scene.data.ctrl if ctrl is None else ctrl
+        ws = np.zeros(m.nv) if ws is None else ws
+        f64 = jnp.float64
+        out = fn(jnp.asarray(t, f64), jnp.asarray(x, f64)[:m.nq + m.nv + m.na],
+                 jnp.reshape(jnp.asarray(ctrl, f64), (m.nu,)), jnp.asarray(ws, f64), jnp.asarray(h, f64))
+        return _host.HostData(out, m.nv, m.na)
+
+    def euler(self, scene, t, x, h, ctrl, carry):
+        d = scene._evaluate(t, x, ctrl, carry, mode="euler", h=h)  # mj_Euler's own damped solve
+        return d, d.qacc_used
+
+    def implicit(self, scene, t, x, h, ctrl, carry):
+        d = scene._evaluate(t, x, ctrl, carry, mode="implicit", h=h)  # mj_implicit's factorisation and act update
+        return d, d.qacc_used, None
+
+    def noise_data(self, scene, t, x, ctrl, carry):
+        # With the joint-noise forces, HostData.minv_f holds M(q)^-1 of them (mj_solveM).
+        return scene._evaluate(t, x, ctrl, carry, force=scene.joint_noise_forces())
+
+    def outputs(self, scene, specs, t, x, ctrl, ws):
+        from ..outputs import needs_rne, split_row
+
+        key = ("outputs", tuple(specs), bool(needs_rne(specs)))
+        fn = scene._host_fns.get(key)
+        if fn is None:
+            fn = scene._host_fns[key] = _host.make_output_evaluator(
+                _host.HostOutputs(scene._host, specs, needs_rne(specs)))
+        m, f64 = scene.model, jnp.float64
+        ctrl = scene.data.ctrl if ctrl is None else ctrl
+        ws = np.zeros(m.nv) if ws is None else ws
+        flat = fn(jnp.asarray(t, f64), jnp.asarray(x, f64)[:m.nq + m.nv + m.na],
+                  jnp.reshape(jnp.asarray(ctrl, f64), (m.nu,)), jnp.reshape(jnp.asarray(ws, f64), (m.nv,)))
+        return split_row(specs, flat)
+
+    def digest(self, h, scene):
+        # The host evaluation reads the scene's data (applied forces, mocap) copied into its pool.
+        for f in ("ctrl", "qfrc_applied", "xfrc_applied", "mocap_pos", "mocap_quat", "userdata"):
+            h.update(np.ascontiguousarray(getattr(scene.data, f)).tobytes())
+        h.update(f"threads={scene._host.threads}|".encode())  # a compiled chunk calls this scene's own pool
+
+
+MUJOCO = MujocoBackend()

@@ -1,0 +1,62 @@
+"""MuJoCo Warp through MJX (``put_model(impl="warp")``): MJWarp's float32 kernels; needs ``mjharness[warp]``."""
+
+from __future__ import annotations
+
+import jax
+from mujoco import mjx
+
+from mjharness.scenes import SceneError
+
+from .base import BackendError, Capabilities, check_naconmax
+from .mjx import MjxBackend
+
+# MJWarp's contact arena is ONE buffer shared by every vmapped world; MJX's default (48) drops contacts
+# beyond a few worlds with only a printed overflow. 48 per world for 1024 worlds.
+DEFAULT_NACONMAX = 48 * 1024
+
+
+@jax.custom_jvp
+def _warp_input(x):
+    """Identity on the state entering MJWarp, whose FFI kernels have no derivative: a clear refusal."""
+    return x
+
+
+@_warp_input.defjvp
+def _warp_no_jvp(primals, tangents):
+    raise BackendError("MjScene backend='warp' runs MJWarp's FFI kernels, which JAX cannot differentiate "
+                       "(jax.grad / jax.jvp); use backend='mjx' to differentiate")
+
+
+class WarpBackend(MjxBackend):
+    name = "warp"
+    summary = "MJX impl='warp' (MuJoCo Warp kernels, float32; needs mjharness[warp])"
+    caps = Capabilities(mjx_data=True, differentiable=False, per_world_params=True, extra_states=True,
+                        body_noise=True, joint_noise=True, outputs=True, callable_outputs=True, float64=False)
+
+    def check_options(self, *, threads, naconmax):
+        if threads is not None:
+            raise BackendError(f"threads= applies to backend='mujoco' only (backend is {self.name!r})")
+        check_naconmax(naconmax, self.name, owner=True)
+
+    def put_model(self, model, source, opts):
+        # MJX runs its own vendored MJWarp (mujoco.mjx.third_party.mujoco_warp) and needs only warp-lang;
+        # mujoco.mjx.warp.WARP_INSTALLED is MJX's own verdict on `import warp` (it printed why not).
+        from mujoco.mjx import warp as _mjx_warp
+
+        if not _mjx_warp.WARP_INSTALLED or _mjx_warp.mujoco_warp is None:
+            raise BackendError("backend='warp' needs the warp-lang package (MJX could not import warp "
+                               "or its MJWarp): pip install 'mjharness[warp]'")
+        try:
+            return mjx.put_model(model, device=jax.local_devices()[0], impl="warp")
+        except (NotImplementedError, ValueError) as e:
+            raise SceneError(source, f"MJX (impl='warp') cannot run this model: {e}") from None
+
+    def put_data(self, model, data, opts):
+        naconmax = opts.get("naconmax") or DEFAULT_NACONMAX
+        return mjx.put_data(model, data, device=jax.local_devices()[0], impl="warp", naconmax=naconmax)
+
+    def cast_input(self, x, dtype):
+        return _warp_input(x).astype(dtype)  # MJWarp's kernels are float32 only and refuse float64 input
+
+
+WARP = WarpBackend()

@@ -1,0 +1,211 @@
+"""The one mapping between ``mjharness run``'s command line and ``rollout()``'s run specification.
+
+Every option of ``run`` is one row of ``RUN_OPTIONS``: its flag, its argparse keywords, the
+``rollout()`` keyword it sets (or None for options the command itself consumes) and whether a
+``--local-processes`` launcher forwards it to its workers. ``add_run_options`` builds the parser,
+``forward_argv`` the workers' command line and ``rollout_kwargs`` the call, all from that table, so
+an option cannot reach one and miss another (tests/test_cli_options.py checks every row).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+from dataclasses import dataclass, field
+
+from mjharness.adapters.backends import AUTO, BACKEND_NAMES, BACKENDS, requested
+
+from .common import DEFAULT_SCENE, MJX_MODES, QUATERNION_UPDATES
+from .errors import CliError
+
+DEFAULT_OUT = "rollout.h5"
+# chunk 200 steps: the default 1000-step run streams 5 chunks (the progress bar and the file move).
+DEFAULTS = dict(steps=1000, batch=16, record_every=10, seed=0, chunk=200)
+
+
+@dataclass(frozen=True)
+class Option:
+    """One ``mjharness run`` option.
+
+    Attributes:
+        flag: the command-line flag (``--steps``).
+        kwargs: argparse keywords (``type``, ``choices``, ``nargs``, ``action``, ``default``, ``help``).
+        rollout: the ``rollout()`` keyword it sets; None when the command consumes it itself.
+        forward: whether a ``--local-processes`` launcher passes it to every worker.
+    """
+
+    flag: str
+    kwargs: dict = field(default_factory=dict)
+    rollout: str | None = None
+    forward: bool = True
+
+    @property
+    def dest(self) -> str:
+        return self.flag.lstrip("-").replace("-", "_")
+
+
+def _backend_help() -> str:
+    rows = "; ".join(f"{name}: {b.summary}" for name, b in BACKENDS.items())
+    return (f"dynamics backend (default {AUTO}: MJX on a GPU/TPU, MuJoCo C on CPU unless the run needs an "
+            f"MJX-only capability; a resume keeps the file's). {rows}")
+
+
+RUN_OPTIONS: tuple[Option, ...] = (
+    Option("--integrator", dict(help="integrator name (default: the one the scene names; see --list-integrators)")),
+    Option("--list-integrators", dict(action="store_true", help="print the integrator names and exit"),
+           forward=False),
+    Option("--dt", dict(type=float, help="step (adaptive: output interval); default the scene's timestep")),
+    Option("--steps", dict(type=int, help=f"number of steps (default {DEFAULTS['steps']})")),
+    Option("--batch", dict(type=int, help=f"number of worlds (default {DEFAULTS['batch']})")),
+    Option("--record-every", dict(type=int, help=f"keep every k-th state (default {DEFAULTS['record_every']})")),
+    Option("--seed", dict(type=int, help="seed of the initial perturbation and of noise (default 0)")),
+    Option("--perturb", dict(type=float, default=0.01,
+                             help="std-dev of the initial-state perturbation of velocities (default 0.01)"),
+           "perturb"),
+    Option("--perturb-qpos", dict(type=float, default=0.0,
+                                  help="std-dev of the initial-state perturbation of positions (default 0: a resting "
+                                       "scene starts on its support)"), "perturb_qpos"),
+    Option("--out", dict(help=f"output HDF5 file (default {DEFAULT_OUT}, numbered if it exists)")),
+    Option("--overwrite", dict(action="store_true", help="replace an existing --out"), "overwrite"),
+    Option("--resume", dict(metavar="FILE", help="continue FILE (killed or shorter) to --steps")),
+    Option("--chunk", dict(type=int, help=f"steps per compiled call; device memory holds one chunk of samples "
+                                          f"(default {DEFAULTS['chunk']})")),
+    Option("--compression", dict(choices=("none", "gzip", "lzf"), default="none", help="HDF5 compression"),
+           "compression"),
+    Option("--backend", dict(choices=BACKEND_NAMES, default=AUTO, help=_backend_help()), "backend"),
+    Option("--mjx", dict(choices=MJX_MODES, default="adapt",
+                         help="adapt: apply and log MJX substitutions; strict: refuse models MJX cannot run"), "mjx"),
+    Option("--unsupported-contacts", dict(choices=("refuse", "exclude"), default="refuse",
+                                          help="MJX: refuse a model with geom pairs MJX cannot collide, or exclude "
+                                               "exactly those pairs (logged)"), "unsupported_contacts"),
+    Option("--quaternion-update", dict(choices=QUATERNION_UPDATES,
+                                       help="policy of ball/free attitudes (default quaternion)")),
+    Option("--devices", dict(type=int, help="number of devices to shard the batch over (default all)"), "devices"),
+    Option("--watchdog-s", dict(type=float, help="stall limit per chunk in seconds (0 = off)"), "watchdog_s"),
+    Option("--no-progress", dict(action="store_true", help="no progress bar")),
+    Option("--outputs", dict(nargs="+", metavar="NAME",
+                             help="recorded outputs: sensordata, sensor:<name>, xpos, site_xpos, cfrc_ext, energy, "
+                                  "contact_force, ... (file: /outputs/<name>)"), "outputs"),
+    Option("--output-semantics", dict(choices=("live", "sampled"), default="live",
+                                      help="live: at the recorded state; sampled: at the state before the last step "
+                                           "(mj_step's)"), "output_semantics"),
+    Option("--local-processes", dict(type=int, metavar="N",
+                                     help="run as N processes on this machine (JAX distributed runtime, one shard "
+                                          "file each)"), forward=False),
+    Option("--distributed", dict(action="store_true",
+                                 help="this is one process of a multi-process run (MJHARNESS_* or cluster "
+                                      "environment variables)"), forward=False),
+)
+OPTIONS = {o.dest: o for o in RUN_OPTIONS}
+
+
+def add_run_options(p) -> None:
+    p.add_argument("scene", nargs="?", default=None,
+                   help=f"bundled scene name, MJCF path or XML (default {DEFAULT_SCENE}; with --resume: the file's)")
+    for o in RUN_OPTIONS:
+        p.add_argument(o.flag, **o.kwargs)
+
+
+def forward_argv(args) -> list[str]:
+    """The command-line tokens that give a worker process the same options as ``args`` (scene first)."""
+    argv = [args.scene] if args.scene else []
+    for o in RUN_OPTIONS:
+        if not o.forward:
+            continue
+        v = getattr(args, o.dest)
+        if v is None or v is False:
+            continue
+        if v is True:
+            argv.append(o.flag)
+        elif isinstance(v, (list, tuple)):
+            argv += [o.flag, *map(str, v)]
+        else:
+            argv += [o.flag, repr(v) if isinstance(v, float) else str(v)]  # repr: floats round-trip exactly
+    return argv
+
+
+def check_args(args) -> None:
+    """What argparse cannot check (before anything is loaded)."""
+    if args.dt is not None and not (math.isfinite(args.dt) and args.dt > 0):
+        raise CliError(f"--dt must be > 0, got {args.dt}")
+    for name in ("perturb", "perturb_qpos"):
+        v = getattr(args, name)
+        if not (math.isfinite(v) and v >= 0):
+            raise CliError(f"--{name.replace('_', '-')} must be a finite number >= 0, got {v}")
+
+
+def next_free(path: str) -> str:
+    """``path``, or the first of ``stem-1.ext``, ``stem-2.ext``, ... that does not exist."""
+    if not os.path.exists(path):
+        return path
+    stem, ext = os.path.splitext(path)
+    i = 1
+    while os.path.exists(f"{stem}-{i}{ext}"):
+        i += 1
+    return f"{stem}-{i}{ext}"
+
+
+def resume_settings(args, source: str) -> dict:
+    """Unset options from the file being resumed, read from ``source`` (the file, or a shard of it):
+    scene, integrator, dt, steps, record_every, seed, chunk, quaternion policy, backend, outputs."""
+    from mjharness.integrators import ContractError, resolve_integrator
+    from mjharness.rollout.h5 import open_rollout
+
+    with open_rollout(source) as f:
+        a = f.attrs
+        scene = args.scene or f.model()  # the model that ran, bit for bit
+    cfg = a.get("integrator") or {}
+    name = args.integrator or cfg.get("name")
+    try:
+        resolve_integrator(name)
+    except ContractError as e:
+        raise CliError(f"--resume {args.resume}: cannot rebuild integrator {cfg!r} ({e}); use the Python API") \
+            from None
+    outputs = args.outputs or [o for o in str(a.get("outputs") or "").split(",") if o] or None
+    return dict(scene=scene, label=args.scene or a.get("scene") or args.resume, integrator=name,
+                dt=args.dt or a["dt"], steps=args.steps or a["steps"],
+                record_every=args.record_every or a["record_every"],
+                seed=a["seed"] if args.seed is None else args.seed, batch=args.batch, out=None,
+                quaternion_update=args.quaternion_update or a.get("quaternion_update") or "quaternion",
+                chunk=args.chunk or a.get("chunk") or DEFAULTS["chunk"],
+                backend=requested((a.get("backend") or AUTO, f"--resume {args.resume}"), (args.backend, "--backend")),
+                outputs=outputs,
+                output_semantics=a.get("output_semantics") or args.output_semantics)
+
+
+def fresh_settings(args, *, number_out: bool = True) -> dict:
+    """The run asked for; None integrator and dt mean the scene's own (the engine resolves them)."""
+    from mjharness.integrators import resolve_integrator
+
+    if args.integrator is not None:
+        resolve_integrator(args.integrator)  # an unknown name fails before the scene is compiled
+    out = args.out
+    if out is None:
+        if not number_out:
+            raise CliError("--distributed / --local-processes need --out")
+        out = DEFAULT_OUT if args.overwrite else next_free(DEFAULT_OUT)
+        if out != DEFAULT_OUT:
+            print(f"mjharness run: {DEFAULT_OUT} exists; writing {out} (give --out, or --overwrite to replace)",
+                  file=sys.stderr)
+
+    def pick(name):
+        v = getattr(args, name)
+        return DEFAULTS[name] if v is None else v
+
+    return dict(scene=args.scene or DEFAULT_SCENE, label=args.scene or DEFAULT_SCENE, integrator=args.integrator,
+                dt=args.dt, steps=pick("steps"), record_every=pick("record_every"), seed=pick("seed"),
+                batch=pick("batch"), out=out, quaternion_update=args.quaternion_update or "quaternion",
+                chunk=pick("chunk"), backend=args.backend, outputs=args.outputs,
+                output_semantics=args.output_semantics)
+
+
+def rollout_kwargs(args, s: dict) -> dict:
+    """``rollout()``'s keywords from the parsed options ``args`` and the settings ``s`` (fresh or resumed)."""
+    kw = {o.rollout: getattr(args, o.dest) for o in RUN_OPTIONS if o.rollout}
+    kw.update(dt=s["dt"], steps=s["steps"], batch=s["batch"], seed=s["seed"], record_every=s["record_every"],
+              out=s["out"], resume=args.resume, chunk=s["chunk"], quaternion_update=s["quaternion_update"],
+              backend=s["backend"], outputs=s["outputs"], output_semantics=s["output_semantics"],
+              compression=None if args.compression == "none" else args.compression,
+              progress=not args.no_progress, keep=False)
+    return kw

@@ -1,0 +1,124 @@
+"""One run specification (issue 27): every ``mjharness run`` option reaches a multi-process worker with
+the same value, the CLI's rollout keywords are ``rollout()``'s, and ``rollout()``'s keywords are the
+run specification's fields; a two-process C-backend run with outputs equals the single-process run."""
+
+from __future__ import annotations
+
+import inspect
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from mjharness.adapters.backends import AUTO, BACKEND_NAMES
+from mjharness.rollout import open_rollout, rollout
+from mjharness.rollout.cli.app import build_parser
+from mjharness.rollout.cli.launch import child_argv
+from mjharness.rollout.cli.options import DEFAULTS, OPTIONS, RUN_OPTIONS, fresh_settings, rollout_kwargs
+from mjharness.rollout.engine import RunSpec, check_spec
+from mjharness.rollout.engine.spec import OPTION_GROUP
+
+LAUNCHER_ONLY = {"local_processes", "distributed", "list_integrators"}
+
+
+def _value(o):
+    """A value for option ``o`` that differs from its default."""
+    kw = o.kwargs
+    if kw.get("action") == "store_true":
+        return True
+    if "choices" in kw:
+        return next(c for c in reversed(kw["choices"]) if c != kw.get("default"))
+    if kw.get("nargs") == "+":
+        return ["xpos", "qacc"]
+    t = kw.get("type", str)
+    return {int: 7, float: 0.1 + 1e-17 * 3}.get(t, f"value-of-{o.dest}")  # an inexact float must round-trip
+
+
+def _argv(values):
+    argv = ["run", "box_on_plane"]
+    for dest, v in values.items():
+        o = OPTIONS[dest]
+        if v is True:
+            argv.append(o.flag)
+        elif isinstance(v, list):
+            argv += [o.flag, *v]
+        else:
+            argv += [o.flag, str(v) if not isinstance(v, float) else repr(v)]
+    return argv
+
+
+def test_every_run_option_is_forwarded_or_launcher_only():
+    assert {o.dest for o in RUN_OPTIONS if not o.forward} == LAUNCHER_ONLY
+
+
+def test_every_run_option_reaches_a_worker_with_the_same_value():
+    values = {o.dest: _value(o) for o in RUN_OPTIONS if o.forward}
+    parser = build_parser()
+    args = parser.parse_args(_argv(values) + ["--local-processes", "2"])
+    for dest, v in values.items():
+        assert getattr(args, dest) == v, dest
+    child = child_argv(args)
+    assert child[:4] == [sys.executable, "-m", "mjharness.rollout.cli", "run"] and "--distributed" in child
+    worker = parser.parse_args(child[3:])
+    assert worker.distributed and worker.local_processes is None and worker.scene == "box_on_plane"
+    for o in RUN_OPTIONS:
+        if o.forward:
+            assert getattr(worker, o.dest) == getattr(args, o.dest), o.flag
+
+
+def test_cli_rollout_keywords_are_rollout_keywords_and_spec_fields():
+    params = set(inspect.signature(rollout).parameters) - {"scene", "integrator"}
+    assert params == set(OPTION_GROUP), "rollout()'s keywords and RunSpec's fields drifted apart"
+    assert {o.rollout for o in RUN_OPTIONS if o.rollout} <= params
+    args = build_parser().parse_args(["run", "--out", "x.h5", "--backend", "mujoco", "--perturb-qpos", "0.02"])
+    kw = rollout_kwargs(args, fresh_settings(args))
+    assert set(kw) <= params and kw["backend"] == "mujoco" and kw["perturb_qpos"] == 0.02
+    spec = check_spec(RunSpec.from_options(**kw))
+    assert spec.execution.backend == "mujoco" and spec.start.perturb_qpos == 0.02
+    assert spec.steps == DEFAULTS["steps"] and spec.recording.record_every == DEFAULTS["record_every"]
+    assert RunSpec.from_options(**spec.options()) == spec
+
+
+def test_backend_choices_come_from_the_table():
+    assert OPTIONS["backend"].kwargs["choices"] == BACKEND_NAMES and OPTIONS["backend"].kwargs["default"] == AUTO
+
+
+@pytest.mark.parametrize("bad, match", [(dict(steps=0), "steps"), (dict(steps=5, record_every=6), "record_every"),
+                                        (dict(steps=5, t0=float("nan")), "t0"), (dict(steps=5, dt=-1.0), "dt"),
+                                        (dict(steps=5, perturb_qpos=-1.0), "perturb_qpos"),
+                                        (dict(steps=5, backend="cuda"), "backend"),
+                                        (dict(steps=5, output_semantics="now"), "output_semantics"),
+                                        (dict(steps=5, keep=False), "keep=False"), (dict(steps=5, colour=1), "colour")])
+def test_spec_refuses_bad_values_before_anything_loads(bad, match):
+    from mjharness.rollout import RolloutError
+
+    with pytest.raises(RolloutError, match=match):
+        check_spec(RunSpec.from_options(**bad))
+
+
+def _cli(*argv, cwd):
+    return subprocess.Popen([sys.executable, "-m", "mjharness.rollout.cli", "run", *argv], cwd=cwd,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+@pytest.mark.timeout(600)
+def test_two_processes_with_outputs_on_mujoco_equal_one_process(tmp_path):
+    """The issue's bar: outputs and backend reach the workers; the joined file equals one process bit for bit."""
+    flags = ["--batch", "4", "--steps", "100", "--outputs", "xpos", "--backend", "mujoco", "--no-progress"]
+    two = _cli("box_on_plane", "--local-processes", "2", *flags, "--out", "two.h5", cwd=tmp_path)
+    default = _cli("--local-processes", "2", "--batch", "2", "--steps", "20", "--no-progress", "--out", "d.h5",
+                   cwd=tmp_path)
+    one = _cli("box_on_plane", *flags, "--out", "one.h5", cwd=tmp_path)
+    logs = [p.communicate(timeout=500)[0] for p in (two, default, one)]
+    assert [p.returncode for p in (two, default, one)] == [0, 0, 0], "\n".join(logs)
+    with open_rollout(tmp_path / "two.h5") as f2, open_rollout(tmp_path / "one.h5") as f1:
+        assert f2.complete and f2.attrs["backend"] == "mujoco" and f1.attrs["backend"] == "mujoco"
+        assert "outputs" in f2.h5 and f2.h5["outputs/xpos"].shape == f1.h5["outputs/xpos"].shape
+        assert np.array_equal(f2.x, f1.x)
+        assert np.array_equal(f2.h5["outputs/xpos"][()], f1.h5["outputs/xpos"][()])
+    with open_rollout(tmp_path / "d.h5") as f:  # no scene: the bundled default, on the auto backend
+        assert f.complete and f.batch == 2 and f.attrs["scene"].endswith("'box_on_plane'")
+        assert f.attrs["backend"] == "mujoco"
+    assert os.path.isfile(tmp_path / "d.h5.p1-of-2.h5")
