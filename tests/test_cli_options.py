@@ -122,3 +122,51 @@ def test_two_processes_with_outputs_on_mujoco_equal_one_process(tmp_path):
         assert f.complete and f.batch == 2 and f.attrs["scene"].endswith("'box_on_plane'")
         assert f.attrs["backend"] == "mujoco"
     assert os.path.isfile(tmp_path / "d.h5.p1-of-2.h5")
+
+
+def test_ctrl_from_a_file_drives_the_motors(tmp_path):
+    from mjharness.rollout.cli.app import main
+
+    u = np.random.default_rng(1).normal(size=(40, 4)) * 0.2  # (steps, nu) of the bundled arm
+    np.save(tmp_path / "u.npy", u)
+    np.savetxt(tmp_path / "u.csv", u, delimiter=",")
+    for name in ("u.npy", "u.csv"):
+        out = tmp_path / f"{name}.h5"
+        assert main(["run", "arm", "--ctrl", str(tmp_path / name), "--steps", "40", "--batch", "2", "--record-every",
+                     "10", "--no-progress", "--out", str(out)]) == 0
+        ref = rollout("arm", steps=40, batch=2, record_every=10, ctrl=np.broadcast_to(u, (2, 40, 4)), progress=False)
+        with open_rollout(out) as f:
+            assert np.array_equal(f.x, ref.x) and str(f.attrs["ctrl"]).startswith("array sha256:")
+        assert np.max(np.abs(ref.x[-1] - rollout("arm", steps=40, batch=2, record_every=10, progress=False).x[-1])) > 0
+
+
+def test_ctrl_and_param_errors_are_one_line(tmp_path, capsys):
+    from mjharness.rollout.cli.app import main
+    from mjharness.rollout.cli.errors import CliError
+    from mjharness.rollout.cli.options import load_ctrl, parse_params
+
+    np.save(tmp_path / "bad.npy", np.zeros((3, 5)))
+    assert main(["run", "arm", "--ctrl", str(tmp_path / "bad.npy"), "--steps", "40", "--no-progress",
+                 "--out", str(tmp_path / "x.h5")]) == 2
+    assert "--ctrl" in capsys.readouterr().err and not (tmp_path / "x.h5").exists()
+    with pytest.raises(CliError, match="same count|the other --param"):
+        parse_params(["body_mass:upper_arm=1,2", "dof_damping:shoulder=0.1"])
+    with pytest.raises(CliError, match="V1,V2"):
+        parse_params(["body_mass:upper_arm"])
+    from mjharness.adapters import MjScene
+
+    m = MjScene("arm", backend="mujoco").model
+    with pytest.raises(CliError, match="keyframe"):
+        load_ctrl("key:nope", m, 2, 10)
+
+
+def test_param_sweep_is_one_world_per_value(tmp_path):
+    from mjharness.rollout.cli.app import main
+
+    out = tmp_path / "sweep.h5"
+    assert main(["run", "double_pendulum", "--param", "dof_damping:shoulder=0.1,0.5,1.0", "--steps", "20",
+                 "--record-every", "10", "--no-progress", "--out", str(out)]) == 0
+    with open_rollout(out) as f:
+        assert f.batch == 3 and f.attrs["backend"] == "mjx"  # per-world parameters: MJX
+        np.testing.assert_array_equal(f.model_params["dof_damping"][:, 0], [0.1, 0.5, 1.0])
+        assert np.all(f.model_params["dof_damping"][:, 1] == 0)  # the other dof keeps its nominal value

@@ -84,6 +84,12 @@ RUN_OPTIONS: tuple[Option, ...] = (
     Option("--devices", dict(type=int, help="number of devices to shard the batch over (default all)"), "devices"),
     Option("--watchdog-s", dict(type=float, help="stall limit per chunk in seconds (0 = off)"), "watchdog_s"),
     Option("--no-progress", dict(action="store_true", help="no progress bar")),
+    Option("--ctrl", dict(metavar="FILE|key:NAME",
+                          help="controls: a .npy/.npz/.csv file of (steps, nu) (every world) or (batch, steps, nu), "
+                               "or key:NAME for a keyframe's ctrl held constant (default: none, motors get zero)")),
+    Option("--param", dict(action="append", metavar="FIELD[:NAME]=V1,V2,...",
+                           help="per-world model parameter sweep, one world per value (e.g. body_mass:torso=1,2,4; "
+                                "dof_damping:hinge=0.1,0.2); several --param zip (same count); MJX only")),
     Option("--outputs", dict(nargs="+", metavar="NAME",
                              help="recorded outputs: sensordata, sensor:<name>, xpos, site_xpos, cfrc_ext, energy, "
                                   "contact_force, ... (file: /outputs/<name>)"), "outputs"),
@@ -118,6 +124,8 @@ def forward_argv(args) -> list[str]:
             continue
         if v is True:
             argv.append(o.flag)
+        elif o.kwargs.get("action") == "append":
+            argv += [tok for item in v for tok in (o.flag, item)]
         elif isinstance(v, (list, tuple)):
             argv += [o.flag, *map(str, v)]
         else:
@@ -209,3 +217,84 @@ def rollout_kwargs(args, s: dict) -> dict:
               compression=None if args.compression == "none" else args.compression,
               progress=not args.no_progress, keep=False)
     return kw
+
+
+# -- controls and parameter sweeps from the command line ---------------------------------------------------
+
+def load_ctrl(arg: str, model, batch: int, steps: int):
+    """``--ctrl``: (batch, steps, nu) controls from a file of (steps, nu) or (batch, steps, nu), or a keyframe."""
+    import numpy as np
+
+    nu = model.nu
+    if nu == 0:
+        raise CliError(f"--ctrl {arg}: the scene has no actuators (nu=0)")
+    if arg.startswith("key:"):
+        import mujoco
+
+        k = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_KEY, arg[4:])
+        if k < 0:
+            raise CliError(f"--ctrl {arg}: no keyframe named {arg[4:]!r} ({model.nkey} keyframes)")
+        return np.broadcast_to(model.key_ctrl[k], (batch, steps, nu)).copy()
+    if not os.path.isfile(arg):
+        raise CliError(f"--ctrl {arg}: no such file")
+    try:
+        if arg.endswith(".npz"):
+            with np.load(arg) as z:
+                names = list(z.files)
+                if "ctrl" not in names and len(names) != 1:
+                    raise CliError(f"--ctrl {arg}: an .npz needs one array or one named 'ctrl' (has {names})")
+                a = z["ctrl" if "ctrl" in names else names[0]]
+        elif arg.endswith(".npy"):
+            a = np.load(arg)
+        else:
+            a = np.loadtxt(arg, delimiter=",", ndmin=2)
+    except (OSError, ValueError) as e:
+        raise CliError(f"--ctrl {arg}: cannot read it ({e})") from None
+    a = np.asarray(a, dtype=np.float64)
+    if a.ndim == 1 and nu == 1:
+        a = a[:, None]
+    if a.ndim == 2 and a.shape == (steps, nu):
+        return np.broadcast_to(a, (batch, steps, nu)).copy()
+    if a.shape != (batch, steps, nu):
+        raise CliError(f"--ctrl {arg}: shape {a.shape}; expected (steps, nu) = {(steps, nu)} or (batch, steps, nu) = "
+                       f"{(batch, steps, nu)}")
+    return a
+
+
+def parse_params(specs) -> tuple[list[tuple[str, list[float]]], int]:
+    """``--param`` values -> ([(field[:name], values)], number of worlds); checked before anything loads."""
+    out, n = [], None
+    for spec in specs or ():
+        key, eq, vals = spec.partition("=")
+        try:
+            values = [float(v) for v in vals.split(",")] if eq and vals else None
+        except ValueError:
+            values = None
+        if not key or values is None:
+            raise CliError(f"--param {spec!r}: give FIELD[:NAME]=V1,V2,... (numbers)")
+        if n is not None and len(values) != n:
+            raise CliError(f"--param {spec!r}: {len(values)} values, the other --param have {n} (they zip: one world "
+                           f"per value)")
+        n = len(values)
+        out.append((key, values))
+    return out, n or 0
+
+
+def param_arrays(params, scene) -> dict:
+    """model_params (B, *field shape) from the nominal values with each ``--param`` index set per world."""
+    import numpy as np
+
+    from mjharness.rollout.engine.plan import _field
+    from mjharness.rollout.fit import resolve_param
+
+    arrays = {}
+    for key, values in params:
+        field, idx = resolve_param(scene.model, scene.mjx_model, key)
+        base = arrays.get(field)
+        if base is None:
+            nominal = np.asarray(_field(scene.mjx_model, field), np.float64)
+            base = arrays[field] = np.broadcast_to(nominal, (len(values),) + nominal.shape).copy()
+        for w, v in enumerate(values):
+            base[(w, *idx)] = v
+    return arrays
+

@@ -20,7 +20,19 @@ from mjharness.rollout.bench.report import format_bytes
 
 from . import launch
 from .common import DEFAULT_SCENE, scene_label
-from .options import DEFAULT_OUT, DEFAULTS, add_run_options, check_args, fresh_settings, resume_settings, rollout_kwargs
+from .errors import CliError
+from .options import (
+    DEFAULT_OUT,
+    DEFAULTS,
+    add_run_options,
+    check_args,
+    fresh_settings,
+    load_ctrl,
+    param_arrays,
+    parse_params,
+    resume_settings,
+    rollout_kwargs,
+)
 
 __all__ = ["add_parser", "command", "DEFAULT_OUT", "DEFAULTS"]
 
@@ -49,6 +61,13 @@ def _header(s: dict, scene, why: str, process) -> str:
             f"record every {s['record_every']}{procs}, backend {scene.backend} ({why})")
 
 
+def _file_batch(path) -> int:
+    from mjharness.rollout.h5 import open_rollout
+
+    with open_rollout(path) as f:
+        return f.batch
+
+
 def command(args) -> int:
     from mjharness.integrators import integrator_names
     from mjharness.rollout.engine import rollout
@@ -65,11 +84,25 @@ def command(args) -> int:
         s = resume_settings(args, launch.resume_source(args.resume, process))
     else:
         s = fresh_settings(args, number_out=process is None)
+    params, n_param = parse_params(args.param)
+    if params:
+        if args.resume:
+            raise CliError("--param with --resume: a resume takes the per-world parameters from the file")
+        if args.batch is not None and args.batch != n_param:
+            raise CliError(f"--param gives {n_param} worlds (one per value) but --batch is {args.batch}")
+        s["batch"] = n_param
     kw = rollout_kwargs(args, s)
+    if kw["progress"] and (process is None or process[0] == 0):  # loading can take seconds (MJX's trace check)
+        print(f"mjharness run: loading {scene_label(s['label'])}...", file=sys.stderr, flush=True)
     scene, why = resolve_run_scene(s["scene"], mjx=args.mjx, quaternion_update=s["quaternion_update"],
-                                   backend=kw["backend"], needs=run_needs(None, kw["outputs"]),
+                                   backend=kw["backend"], needs=run_needs(dict(params), kw["outputs"]),
                                    unsupported_contacts=args.unsupported_contacts,
                                    need_sensors=needs_sensors(kw["outputs"]))
+    if params:
+        kw["model_params"] = param_arrays(params, scene)
+    if args.ctrl:
+        batch = kw["batch"] if kw["batch"] is not None else _file_batch(args.resume)
+        kw["ctrl"] = load_ctrl(args.ctrl, scene.model, batch, kw["steps"])
     if process is None or process[0] == 0:
         print(_header(s, scene, why, process), file=sys.stderr)
     r = rollout(scene, s["integrator"], **kw)

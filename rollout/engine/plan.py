@@ -27,13 +27,14 @@ from mjharness.adapters import MjScene
 from mjharness.adapters.backends import AUTO, check_name, get_backend, requested
 from mjharness.adapters.backends import choose as choose_backend
 from mjharness.adapters.outputs import has_callables
-from mjharness.integrators import ContractError, StateLayout, check_pair, resolve_integrator
+from mjharness.integrators import ContractError, Model, StateLayout, check_pair, resolve_integrator
 from mjharness.integrators.contracts import accepts_carry, integrator_carry_spec, scene_carry_spec
 from mjharness.scenes import scene_info
 
 from .. import h5
 from ..errors import RolloutError
 from . import memory as _memory
+from .scene_view import BackendBound, Forward, PerWorldModel, SceneView
 from .spec import RunSpec, check_int, check_spec
 
 DEFAULT_CHUNK_SAMPLES = 100   # samples per chunk when ``chunk`` is not given ...
@@ -68,6 +69,7 @@ class Plan:
     world_offset: int = 0    # global index of world 0 (a process's shard of a multi-process run)
     outputs: tuple = ()      # adapters.outputs.OutputSpec rows (recorded outputs)
     output_semantics: str = "live"
+    view: SceneView | None = None   # the scene's features the engine reads (scene_view.py)
 
 
 # -- resolving the scene and the integrator ------------------------------------------------------
@@ -87,8 +89,8 @@ def resolve_run_scene(scene, *, mjx="adapt", quaternion_update="quaternion", bac
     ({capability: what asks}) names one only MJX has. An explicit backend lacking a need is refused here."""
     check_name(backend)
     needs = dict(needs or {})
-    if hasattr(scene, "layout") and hasattr(scene, "dynamics"):
-        if not hasattr(scene, "on_backend"):  # a System or a user's JAX model: it evaluates itself
+    if isinstance(scene, Model):
+        if not isinstance(scene, BackendBound):  # a System or a user's JAX model: it evaluates itself
             return scene, "the model's own dynamics (JAX)"
         asked = requested((scene.requested_backend, "the MjScene"), (backend, "the run"))
         name, why = choose_backend(asked, {**scene.needs(), **needs})
@@ -122,8 +124,8 @@ def scene_integrator(scene, integrator):
 
 def scene_timestep(scene, dt) -> float:
     if dt is None:
-        model = getattr(scene, "model", None)
-        if not isinstance(model, mujoco.MjModel):
+        model = SceneView.of(scene).model
+        if model is None:
             raise RolloutError(f"dt=None means the scene's timestep, but {type(scene).__name__} has no MuJoCo "
                                f"model: pass dt")
         dt = float(model.opt.timestep)
@@ -156,10 +158,10 @@ def initial_states(scene, batch: int, seed: int = 0, perturb: float = 0.0, pertu
     World i draws from its own generator seeded with (seed, i), so it is the same world whatever the
     batch size. Quaternion states are renormalised after the perturbation.
     """
-    layout = scene.layout
-    base = np.asarray(scene.x0() if hasattr(scene, "x0") else layout.default_values(), dtype=np.float64)
+    layout, view = scene.layout, SceneView.of(scene)
+    base = np.asarray(view.x0() if view.x0 else layout.default_values(), dtype=np.float64)
     x = np.broadcast_to(base, (batch, layout.size)).copy()
-    scale = _perturb_scale(scene, layout.size, perturb, perturb_qpos)
+    scale = _perturb_scale(view, layout.size, perturb, perturb_qpos)
     if np.any(scale):
         for i in range(batch):
             x[i] += scale * np.random.default_rng([seed, i]).standard_normal(layout.size)
@@ -169,13 +171,12 @@ def initial_states(scene, batch: int, seed: int = 0, perturb: float = 0.0, pertu
     return x
 
 
-def _perturb_scale(scene, n: int, perturb: float, perturb_qpos: float) -> np.ndarray:
+def _perturb_scale(view: SceneView, n: int, perturb: float, perturb_qpos: float) -> np.ndarray:
     """Per-state std-dev of the initial perturbation."""
-    qpos, qvel = getattr(scene, "qpos_segment", None), getattr(scene, "qvel_segment", None)
+    qpos, qvel = view.qpos_segment, view.qvel_segment
     if qpos is None or qvel is None:
         if perturb_qpos:
-            raise RolloutError(f"perturb_qpos needs a scene with qpos_segment ({type(scene).__name__} has none); "
-                               f"use perturb")
+            raise RolloutError(f"perturb_qpos needs a scene with qpos_segment ({view.name} has none); use perturb")
         return np.full(n, float(perturb))
     scale = np.zeros(n)
     scale[qvel] = perturb
@@ -201,7 +202,7 @@ def check_model_params(scene, params, B: int, *, shared: bool = False) -> dict:
     """
     if not params:
         return {}
-    if not (hasattr(scene, "mjx_model") and hasattr(scene, "with_model")):
+    if not isinstance(scene, PerWorldModel):
         raise RolloutError("model_params needs an MjScene (a model with .mjx_model and .with_model)")
     scene.backend_impl.require("per_world_params", f"model_params {sorted(params)} (MJX model fields set per world)")
     out = {}
@@ -232,7 +233,7 @@ def check_model_params(scene, params, B: int, *, shared: bool = False) -> dict:
 
 
 def nu_of(scene) -> int:
-    return int(getattr(scene, "nu", 0))
+    return SceneView.of(scene).nu
 
 
 def check_ctrl(scene, ctrl, B: int, steps: int, n: int):
@@ -349,12 +350,12 @@ def _ctrl_attr(mode, arr, fn) -> str:
 
 
 def mujoco_model(scene) -> mujoco.MjModel | None:
-    model = getattr(scene, "model", None)
-    return model if isinstance(model, mujoco.MjModel) else None
+    return SceneView.of(scene).model
 
 
-def _attrs(scene, integ, *, dt, steps, record_every, B, seed, t0, chunk, perturb, ctrl_attr, integ_source) -> dict:
-    model = mujoco_model(scene)
+def _attrs(view: SceneView, integ, *, dt, steps, record_every, B, seed, t0, chunk, perturb, ctrl_attr,
+           integ_source) -> dict:
+    model = view.model
     return dict(
         format=h5.FORMAT, format_version=h5.FORMAT_VERSION, mujoco_version=mujoco.__version__,
         mjx_version=version("mujoco-mjx"), jax_version=jax.__version__, mjharness_version=version("mjharness"),
@@ -363,17 +364,16 @@ def _attrs(scene, integ, *, dt, steps, record_every, B, seed, t0, chunk, perturb
         integrator_source=integ_source, dt=dt, record_every=record_every, steps=steps, batch=B, seed=seed,
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"), t0=float(t0), chunk=chunk,
         perturb=float(perturb), ctrl=ctrl_attr,
-        scene=scene_info(model).source if model is not None else type(scene).__name__,
-        quaternion_update=str(getattr(scene, "quaternion_update", "")), x64=bool(jax.config.jax_enable_x64),
-        backend=str(getattr(scene, "backend", "jax")), **_system_attrs(scene))
+        scene=scene_info(model).source if model is not None else view.name,
+        quaternion_update=view.quaternion_update, x64=bool(jax.config.jax_enable_x64),
+        backend=view.backend, **_system_attrs(view))
 
 
-def _system_attrs(scene) -> dict:
+def _system_attrs(view: SceneView) -> dict:
     """A ``System`` (adapters/system.py) records its members, order and couplings; /model is its first MjScene's."""
-    describe = getattr(scene, "describe", None)
-    if not (hasattr(scene, "members") and callable(describe)):
+    if view.describe is None:
         return {}
-    return {"system": json.dumps(describe()), "model_note": "/model is the first MjScene member of the system"}
+    return {"system": json.dumps(view.describe()), "model_note": "/model is the first MjScene member of the system"}
 
 
 def _chunk_steps(chunk, steps: int, record_every: int) -> int:
@@ -421,7 +421,7 @@ def check_outputs(scene, outputs, semantics) -> tuple:
     if not outputs:
         return ()
     model = mujoco_model(scene)
-    if model is None or not hasattr(scene, "forward"):
+    if model is None or not isinstance(scene, Forward):
         raise RolloutError(f"outputs={tuple(outputs)!r} need a MuJoCo scene (MjScene); got {type(scene).__name__}")
     try:
         return parse_outputs(model, outputs, scene)
@@ -502,7 +502,8 @@ def make_plan(scene, integrator, spec: RunSpec, *, world_offset: int = 0, extra_
     params = check_model_params(scene, model_params, B)
     carry_spec, carry0 = carry_plan(scene, integ, dt, B)
     carry0 = check_carry(start.carry, carry_spec, carry0)
-    attrs = _attrs(scene, integ, dt=dt, steps=steps, record_every=record_every, B=B, seed=start.seed, t0=start.t0,
+    view = SceneView.of(scene)  # the scene's features the engine uses, read once
+    attrs = _attrs(view, integ, dt=dt, steps=steps, record_every=record_every, B=B, seed=start.seed, t0=start.t0,
                    chunk=chunk, perturb=start.perturb, ctrl_attr=_ctrl_attr(ctrl_mode, ctrl_arr, ctrl_fn),
                    integ_source="argument" if integrator is not None else "scene")
     attrs.update(backend_reason=backend_why, perturb_qpos=start.perturb_qpos, **(extra_attrs or {}))
@@ -512,7 +513,7 @@ def make_plan(scene, integrator, spec: RunSpec, *, world_offset: int = 0, extra_
                 record_every=record_every, samples=steps // record_every, chunk=chunk, x0=x0, carry0=carry0,
                 carry_spec=carry_spec, seed=start.seed, ctrl_mode=ctrl_mode, ctrl=ctrl_arr, ctrl_fn=ctrl_fn,
                 params=params, devices=devs, out=out, t0=start.t0, attrs=attrs, outputs=out_specs,
-                output_semantics=rec.output_semantics, world_offset=world_offset)
+                output_semantics=rec.output_semantics, world_offset=world_offset, view=view)
     plan = check_resume(plan) if resume is not None else plan
     if out is not None:
         warn = _memory.check_space(out, _memory.planned_file_bytes(

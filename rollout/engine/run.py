@@ -8,6 +8,7 @@ resumed run restarts from the file's last flushed sample: its state, carry and s
 from __future__ import annotations
 
 import os
+import sys
 import time as _time
 
 import jax
@@ -17,7 +18,7 @@ from mjharness.adapters.outputs import output_attrs, sensor_table
 
 from .. import h5
 from .chunk import ChunkInput, ChunkStatic, StepConstants, WorldState, compiled_chunk, shardings
-from .plan import Plan, mujoco_model, nu_of
+from .plan import Plan
 from .results import RolloutResult
 
 
@@ -33,7 +34,7 @@ def _static(plan: Plan, Bp: int) -> ChunkStatic:
     return ChunkStatic(integ=plan.integ, kind=plan.kind, ctrl_mode=plan.ctrl_mode, ctrl_fn=plan.ctrl_fn,
                        params=tuple((k, v.shape[1:]) for k, v in plan.params.items()), carry=plan.carry_spec,
                        samples=plan.chunk // plan.record_every, record_every=plan.record_every, batch=Bp,
-                       n=plan.x0.shape[1], nu=nu_of(plan.scene), devices=plan.devices, outputs=plan.outputs,
+                       n=plan.x0.shape[1], nu=plan.view.nu, devices=plan.devices, outputs=plan.outputs,
                        semantics=plan.output_semantics)
 
 
@@ -68,14 +69,14 @@ def _flat_carry(carries: dict, spec, S: int, B: int) -> np.ndarray | None:
 
 
 def _file_spec(plan: Plan, T: int, S: int, compression) -> h5.FileSpec:
-    scene = plan.scene
-    model = mujoco_model(scene)
+    scene, view = plan.scene, plan.view
+    model = view.model
     B = plan.x0.shape[0]
     return h5.FileSpec(
-        attrs=plan.attrs, model=model, compat_log=list(getattr(scene, "compat_log", []) or []),
-        layout=h5.layout_table(scene.layout, getattr(scene, "joint_of", None)), x0=plan.x0,
-        model_params=plan.params, samples=T, qpos=getattr(scene, "qpos_segment", None),
-        qvel=getattr(scene, "qvel_segment", None), time_chunk=S, compression=compression,
+        attrs=plan.attrs, model=model, compat_log=list(view.compat_log),
+        layout=h5.layout_table(scene.layout, view.joint_of), x0=plan.x0,
+        model_params=plan.params, samples=T, qpos=view.qpos_segment,
+        qvel=view.qvel_segment, time_chunk=S, compression=compression,
         carry_layout=tuple((name, int(np.prod(shape, dtype=np.int64))) for name, shape in plan.carry_spec),
         carry0=_flat_carry({k: v[None] for k, v in plan.carry0.items()}, plan.carry_spec, 1, B)[0]
         if plan.carry_spec else None, outputs=_output_records(plan),
@@ -193,7 +194,11 @@ def execute(plan: Plan, *, progress, compression, watchdog_s, keep, resume) -> R
     chunk_input = _input_maker(plan, i_in, st.batch)
     state = _device_state(x, carry, status, status_step, s_in, st.batch)
     t_wall = _time.perf_counter()
+    say = _phase_printer(progress)
+    say(f"compiling the chunk function ({plan.attrs.get('backend') or 'jax'}, batch {B}, {plan.chunk} steps per "
+        f"chunk)...")
     compiled, compile_s, trace_s, trace_source = compiled_chunk(scene, st, (state, chunk_input(plan.start_step)))
+    say(f"compiled in {compile_s:.1f} s ({COMPILE_SOURCES.get(trace_source, trace_source)})")
 
     # Only now (inputs checked, function compiled) does anything touch the disk, under the file's writer lock.
     lock = h5.FileLock(plan.out).acquire() if plan.out else None
@@ -203,7 +208,7 @@ def execute(plan: Plan, *, progress, compression, watchdog_s, keep, resume) -> R
         lock and lock.release()
         raise
     xs_mem, outs_mem = _memory(plan, keep, resume)
-    guard = _watchdog(watchdog_s, scene, B)
+    guard = _watchdog(watchdog_s, plan.view.name, B)
     bar = _progress(progress, plan.steps, plan.start_step)
     t_run = _time.perf_counter()
     done = False
@@ -231,18 +236,31 @@ def execute(plan: Plan, *, progress, compression, watchdog_s, keep, resume) -> R
     R = plan.record_every
     return RolloutResult(time=plan.t0 + (np.arange(plan.samples) + 1) * R * plan.dt, x=xs_mem, status=status,
                          status_step=status_step, x0=plan.x0, layout=scene.layout,
-                         qpos_segment=getattr(scene, "qpos_segment", None),
-                         qvel_segment=getattr(scene, "qvel_segment", None), path=plan.out, stats=stats,
+                         qpos_segment=plan.view.qpos_segment,
+                         qvel_segment=plan.view.qvel_segment, path=plan.out, stats=stats,
                          carry=carry, integrator=plan.integ, outputs=outs_mem,
                          output_names=tuple(o.name for o in plan.outputs))
 
 
-def _watchdog(watchdog_s, scene, B):
+# How the chunk function was obtained (rollout/cache.compile_cached's source), as the phase line says it.
+COMPILE_SOURCES = {"in-process": "already compiled in this process", "exported": "trace from the disk cache",
+                   "traced": "traced here and cached for the next process", "plain": "traced here; not cacheable"}
+
+
+def _phase_printer(progress):
+    """One line per long phase on stderr (through tqdm, so a live bar is not torn), or nothing."""
+    if not progress:
+        return lambda text: None
+    from tqdm.auto import tqdm
+
+    return lambda text: tqdm.write(f"rollout: {text}", file=sys.stderr)
+
+
+def _watchdog(watchdog_s, name: str, B):
     from ..diagnostics.watchdog import Watchdog, watchdog_timeout
 
     if watchdog_timeout(watchdog_s) == 0:
         return None
-    name = getattr(scene, "name", type(scene).__name__)
     return Watchdog(watchdog_s, scene=name, batch=B)
 
 
