@@ -47,9 +47,8 @@ def test_auto_takes_mjx_when_the_run_needs_it():
     scene.add_body_noise("box", force_sigma=0.1)
     r = rollout(scene, "euler_maruyama", steps=2, batch=2, **QUIET)
     assert r.stats["backend"] == "mjx" and "body noise" in r.stats["backend_reason"]
-    m = MjScene("double_pendulum").model
-    r = rollout("double_pendulum", steps=2, batch=2, model_params={"dof_damping": np.full((2, m.nv), 0.1)}, **QUIET)
-    assert r.stats["backend"] == "mjx" and "model_params" in r.stats["backend_reason"]
+    r = rollout("double_pendulum", steps=2, batch=2, outputs=[("q2", lambda scene, t, x, d: 2 * d.qpos)], **QUIET)
+    assert r.stats["backend"] == "mjx" and "output function" in r.stats["backend_reason"]
     ext = MjScene("double_pendulum")
     ext.add_state("filter", "y", StateSpec((1,)), lambda t, v, d: -v)
     assert rollout(ext, "rk4", dt=0.01, steps=2, batch=1, **QUIET).stats["backend"] == "mjx"
@@ -58,15 +57,15 @@ def test_auto_takes_mjx_when_the_run_needs_it():
 def test_auto_on_an_accelerator_is_mjx():
     assert choose("auto", {}, platform="gpu")[0] == "mjx"
     assert choose("auto", {}, platform="cpu")[0] == "mujoco"
-    assert choose("auto", {"per_world_params": "x"}, platform="cpu")[0] == "mjx"
+    assert choose("auto", {"differentiable": "x"}, platform="cpu")[0] == "mjx"
 
 
 def test_an_explicit_backend_lacking_a_need_is_refused_before_anything_is_written(tmp_path):
     out = tmp_path / "never.h5"
-    m = MjScene("double_pendulum").model
-    with pytest.raises(BackendError, match=r"model_params.*backend='mujoco'"):
-        rollout("double_pendulum", steps=2, batch=2, backend="mujoco", out=out,
-                model_params={"dof_damping": np.full((2, m.nv), 0.1)}, **QUIET)
+    noisy = MjScene("box_on_plane")
+    noisy.add_body_noise("box", force_sigma=0.1)
+    with pytest.raises(BackendError, match=r"add_body_noise.*backend='mujoco'"):
+        rollout(noisy, "euler_maruyama", steps=2, batch=2, backend="mujoco", out=out, **QUIET)
     with pytest.raises(BackendError, match=r"has backend='mujoco' but the run asks for 'mjx'"):
         rollout(MjScene("double_pendulum", backend="mujoco"), steps=2, batch=2, backend="mjx", out=out, **QUIET)
     with pytest.raises(BackendError, match="output function"):

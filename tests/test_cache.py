@@ -14,7 +14,8 @@ from mjharness.adapters import MjScene
 from mjharness.integrators import RK4, SemiImplicitEuler, StateSpec
 from mjharness.rollout import cache, rollout
 
-KW = dict(dt=0.002, steps=40, batch=3, record_every=10, chunk=20, seed=1, progress=False)
+# The disk cache of traced chunk functions serves the MJX path (MuJoCo C's host calls are not exported).
+KW = dict(dt=0.002, steps=40, batch=3, record_every=10, chunk=20, seed=1, progress=False, backend="mjx")
 
 
 @pytest.fixture

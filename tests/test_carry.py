@@ -57,7 +57,7 @@ def settled(scheme: str):
     for _ in range(150):
         mujoco.mj_step(m, d)
     x0 = np.concatenate([d.qpos, d.qvel, d.act])
-    return scheme, MjScene(m), x0
+    return scheme, MjScene(m, backend="mjx"), x0  # the MJX carry against raw mjx.step
 
 
 @pytest.fixture(scope="module", params=list(SCHEMES))
@@ -150,7 +150,7 @@ def test_carry_is_in_the_file_and_resume_is_bit_identical(tmp_path):
 
 def test_implicit_scene_integrator_is_refused_with_the_reason():
     m = mujoco.MjModel.from_xml_string(CONTACT.format(integrator="RK4"))
-    sc = MjScene(m)
+    sc = MjScene(m, backend="mjx")
     m.opt.integrator = mujoco.mjtIntegrator.mjINT_IMPLICIT
     with pytest.raises(RolloutError, match="implicit.*implicit_fast"):
         rollout(sc, steps=1, progress=False)
@@ -202,7 +202,7 @@ def test_adaptive_step_size_is_carried_between_output_intervals():
 
 
 def test_integrators_without_a_carry_parameter_still_run():
-    sc = MjScene(mujoco.MjModel.from_xml_string(CONTACT.format(integrator="RK4")))
+    sc = MjScene(mujoco.MjModel.from_xml_string(CONTACT.format(integrator="RK4")), backend="mjx")
     r = rollout(sc, _Cold(RK4()), dt=0.002, steps=3, batch=1, progress=False)
     assert r.carry == {} and r.stats["worlds_ok"] == 1
 

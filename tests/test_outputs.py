@@ -53,7 +53,7 @@ def model():
 
 @pytest.fixture(scope="module")
 def scene(model):
-    return MjScene(model)
+    return MjScene(model, backend="mjx")  # MJX's outputs against MuJoCo C (C's own: test_backends_features.py)
 
 
 @pytest.fixture(scope="module")

@@ -59,7 +59,7 @@ def _fd_check(scene, integ, x0, field, p0, ix, tol, dt=DT, steps=STEPS, **kw):
 def test_same_numbers_as_rollout(dp):
     """Bit-equal (np.array_equal) to rollout: eager, under jit, at other chunk boundaries, with ctrl and params."""
     scene, x0 = dp
-    r = rollout(scene, RK4(), dt=DT, steps=STEPS, x0=x0, record_every=2, chunk=STEPS, progress=False)
+    r = rollout(scene, RK4(), dt=DT, steps=STEPS, x0=x0, record_every=2, chunk=STEPS, progress=False, backend="mjx")
     t, xs = simulate(scene, RK4(), x0, dt=DT, steps=STEPS, record_every=2, chunk=STEPS)  # eager
     assert np.array_equal(np.asarray(t), r.time)
     assert np.array_equal(np.asarray(xs), r.x)

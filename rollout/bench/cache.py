@@ -19,7 +19,7 @@ t = time.perf_counter()
 from mjharness.rollout import rollout
 from mjharness.adapters import MjScene
 from mjharness.scenes import load_scene
-scene = MjScene(load_scene(sys.argv[1]))
+scene = MjScene(load_scene(sys.argv[1]), backend="mjx")  # the export cache serves the MJX path
 t_ready = time.perf_counter()
 r = rollout(scene, sys.argv[2] or None, steps=int(sys.argv[3]), batch=int(sys.argv[4]), record_every=int(sys.argv[3]),
             progress=False)
