@@ -3,7 +3,9 @@
     mjharness check run.h5 [--reference model|mujoco|REF.h5] [--fields ...] [--tol 1e-8 | --tol FIELD=1e-8 ...]
                            [--energy-tol X] [--momentum-tol X] [--out PREFIX] [--no-plot] [--save-reference PEER.h5]
 
-Exit status 0 when every tolerance holds, 1 when one is exceeded, 2 on an error.
+Exit status 0 when every tolerance holds, 1 when one is exceeded (or the file is corrupt), 2 on an error.
+Without ``--tol`` the documented default tolerances apply (``verify.comparison.DEFAULT_TOL``); the MuJoCo C
+reference runs the file's own scheme unless ``--mujoco-integrator`` says otherwise.
 """
 
 from __future__ import annotations
@@ -59,14 +61,23 @@ def parse_tol(values):
 
 
 def command(args) -> int:
+    from mjharness.rollout.h5 import CorruptFileError
     from mjharness.rollout.verify import crosscheck
 
     out = args.out or os.path.splitext(args.file)[0] + "-check"
     ref_dt = args.ref_dt if args.ref_dt and args.ref_dt > 0 else None
-    rep = crosscheck(args.file, reference=args.reference, fields=args.fields, tol=parse_tol(args.tol),
-                     energy_tol=args.energy_tol, momentum_tol=args.momentum_tol, invariants=not args.no_invariants,
-                     out=out, plot=not args.no_plot, mujoco_integrator=args.mujoco_integrator,
-                     save_reference=args.save_reference, ref_dt=ref_dt)
+    try:
+        rep = _crosscheck(crosscheck, args, out, ref_dt)
+    except CorruptFileError as e:  # a damaged file fails the check (it is not an error of the command)
+        print(f"{args.file}: FAIL: the file is corrupt: {e}")
+        return 1
     print(rep.summary())
     print(f"report: {out}.json" + ("" if args.no_plot else f", {out}.png"))
     return 0 if rep.passed else 1
+
+
+def _crosscheck(crosscheck, args, out, ref_dt):
+    return crosscheck(args.file, reference=args.reference, fields=args.fields, tol=parse_tol(args.tol),
+                      energy_tol=args.energy_tol, momentum_tol=args.momentum_tol, invariants=not args.no_invariants,
+                      out=out, plot=not args.no_plot, mujoco_integrator=args.mujoco_integrator,
+                      save_reference=args.save_reference, ref_dt=ref_dt)

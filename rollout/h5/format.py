@@ -10,7 +10,9 @@ Layout of a file::
     /model/source_xml   the XML the model was compiled from, when known
     /model/assets/<name>  asset bytes (uint8; attr ``name`` holds the asset's name, the dataset name
                   escapes ``/``)                          /model/compat_log  JSON list
-    /model/params/<field>  per-world model parameters (B, ...) when the rollout randomized them
+    /model_params/<field>  per-world model fields (B, ...) when worlds differ (model_params, randomize): attr
+                  ``randomize`` (JSON {KEY: DIST}) on the randomized fields; files before issue 31 keep
+                  them in /model/params/<field> (read the same)
     /layout       compound table: one row per state, then one row per carry entry (update "carry")
     /x0  (B, n) initial states          /carry0  (B, nc) initial carry (only when nc > 0)
     /time (T,)    /x (T, B, n) chunked along T           /carry (T, B, nc) chunked like /x
@@ -83,6 +85,16 @@ class FileSpec:
     carry0: object = None       # (B, nc) array or dict name -> (B, ...); None when there is no carry
     outputs: tuple = ()         # ((name, per-world shape, attrs dict, row labels, component labels), ...)
     sensors: tuple = ()         # rows of adapters.outputs.sensor_table (written when "sensordata" is an output)
+    model_param_attrs: dict = field(default_factory=dict)  # field -> {attr: value} on /model_params/<field>
+
+
+# Datasets of ``/outputs`` that are not outputs: its axes for generic readers (``time`` a view of ``/time``,
+# ``world``) and component labels (``_<output>_<axis>``).
+OUTPUT_AXES = ("time", "world")
+
+
+def is_output(name: str) -> bool:
+    return not name.startswith("_") and name not in OUTPUT_AXES
 
 
 def set_attr(f, key, value) -> None:

@@ -15,6 +15,7 @@ import h5py
 import numpy as np
 
 from .format import RolloutFileError, decode_attr
+from .reader import open_h5, open_rollout
 
 PER_WORLD = ("x0", "status", "status_step", "carry0", "world_index")
 
@@ -32,9 +33,10 @@ def _shard_info(paths):
     for p in paths:
         if not os.path.isfile(p):
             raise RolloutFileError(f"shard {p}: no such file")
-        with h5py.File(p, "r", locking=False) as f:
+        with open_rollout(p) as r:  # a SWMR reader: also a shard its killed worker left open
+            f = r.h5
             infos.append(dict(path=p, offset=int(f.attrs.get("world_offset", 0)), B=int(f["x"].shape[1]),
-                              samples=int(f.attrs["samples"]), complete=bool(f.attrs["complete"])))
+                              samples=r.samples, complete=r.complete))
     infos.sort(key=lambda i: i["offset"])
     expect = 0
     for i in infos:
@@ -80,12 +82,13 @@ def _join_one(out_f, name, dsets, infos, B_total, axis):
 
 def join_shards(out: str, paths) -> dict:
     """Write ``out`` over ``paths``; returns {"samples", "complete", "batch"}. Shards sit beside ``out``."""
+    from .digest import content_digest
     from .writer import _vds_segment, _virtual
 
     infos, B_total = _shard_info(list(paths))
     samples = min(i["samples"] for i in infos)
     complete = all(i["complete"] for i in infos)
-    files = [h5py.File(i["path"], "r", locking=False) for i in infos]
+    files = [open_h5(i["path"])[0] for i in infos]
     tmp = out + ".joining"
     try:
         f0 = files[0]
@@ -103,7 +106,10 @@ def join_shards(out: str, paths) -> dict:
             g.attrs["samples"] = samples
             g.attrs["complete"] = complete
             g.attrs["shards"] = [os.path.basename(i["path"]) for i in infos]
+            g.create_dataset("progress", data=np.array([samples, int(complete)], dtype=np.int64))
             for name, ds in _datasets(f0):
+                if name == "progress":
+                    continue  # the joined file's own, above
                 axis = _axis(name, ds, T, infos[0]["B"])
                 if axis is None and name not in ("qpos", "qvel"):
                     f0.copy(ds, g, name=name)
@@ -114,6 +120,8 @@ def join_shards(out: str, paths) -> dict:
             for name in ("qpos", "qvel"):
                 if name in f0:
                     _virtual(g, name, _vds_segment(f0[name]), T, B_total, n)
+            if "content_sha256" in g.attrs:  # batch and shards differ from shard 0's settings
+                g.attrs["content_sha256"] = content_digest(g)
         os.replace(tmp, out)
     finally:
         for f in files:
@@ -124,5 +132,5 @@ def join_shards(out: str, paths) -> dict:
 
 
 def shard_attr(path: str, key: str):
-    with h5py.File(path, "r", locking=False) as f:
-        return decode_attr(f.attrs.get(key))
+    with open_rollout(path) as f:
+        return decode_attr(f.h5.attrs.get(key))

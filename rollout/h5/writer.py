@@ -37,6 +37,7 @@ from .format import (
     compression_kwargs,
     create_samples_dataset,
     create_small,
+    is_output,
     set_attr,
 )
 from .layout import carry_size, carry_vector, normalize_carry_layout, with_carry_rows
@@ -112,10 +113,12 @@ def _write_model(f: h5py.File, spec: FileSpec, record) -> None:
         ag = g.create_group("assets")
         for name, data in spec.assets.items():
             create_small(ag, asset_key(name), np.frombuffer(bytes(data), dtype=np.uint8)).attrs["name"] = name
-    if spec.model_params:
-        pg = g.create_group("params")
+    if spec.model_params:  # per world (B, ...) at the root, so a multi-process join stitches them by world
+        pg = f.create_group("model_params")
         for name, v in spec.model_params.items():
-            create_small(pg, name, np.asarray(v))
+            ds = create_small(pg, name, np.asarray(v))
+            for k, a in spec.model_param_attrs.get(name, {}).items():
+                set_attr(ds, k, a)
 
 
 def create_rollout_file(path: str, spec: FileSpec) -> None:
@@ -240,6 +243,8 @@ def _state_axes(f: h5py.File, spec: FileSpec, B: int, n: int, c0) -> None:
                     ds.dims[0].attach_scale(f["time"])
                 ds.dims[ds.ndim - 2].attach_scale(world)
                 ds.dims[ds.ndim - 1].attach_scale(cs)
+    f["progress"].dims[0].attach_scale(_label_scale(f, "progress_field", ["samples", "complete"]))
+    f["layout"].dims[0].attach_scale(_label_scale(f, "layout_row", [decode_name(r["name"]) for r in f["layout"][()]]))
     f.attrs["state_labels"] = "state, qpos_index, qvel_index, carry_index: component labels of x, qpos, qvel, carry"
 
 
@@ -253,16 +258,17 @@ def _create_outputs(f: h5py.File, spec: FileSpec, T: int, B: int) -> None:
     """``/outputs/<name>`` (T, B, ...) with their attributes and dimension scales, the ``/sensors`` table
     and, per sensor, virtual datasets ``/sensors/<name>`` over ``/outputs/sensordata``."""
     g = f.create_group("outputs")
-    world = f["world"]
+    time, world = _group_axes(g, T, B)
     for name, shape, attrs, labels, comps in spec.outputs:
         shape = tuple(shape)
         width = int(np.prod(shape, dtype=np.int64))
         ch = chunks(T, B, width, spec.time_chunk)
         ds = g.create_dataset(name, shape=(T, B) + shape, maxshape=(None, B) + shape, dtype="f8",
-                              chunks=ch[:2] + shape, fillvalue=np.nan, **compression_kwargs(spec.compression))
+                              chunks=ch[:2] + shape, fillvalue=np.nan, **compression_kwargs(spec.compression),
+                              **CHECKSUM)
         for k, v in attrs.items():
             ds.attrs[k] = v
-        ds.dims[0].attach_scale(f["time"])
+        ds.dims[0].attach_scale(time)
         ds.dims[1].attach_scale(world)
         key = name.replace("/", "_").replace(":", "_")
         axes = [labels, comps] if len(shape) == 2 else [comps or labels]
@@ -274,7 +280,8 @@ def _create_outputs(f: h5py.File, spec: FileSpec, T: int, B: int) -> None:
                          for r in spec.sensors], dtype=SENSOR_DTYPE)
         sg = f.create_group("sensors")
         sg.attrs["table"] = "sensors/table: name, type, object, adr, dim, cutoff, noise (MuJoCo sensor fields)"
-        sg.create_dataset("table", data=rows)
+        sg.create_dataset("table", data=rows).dims[0].attach_scale(
+            _label_scale(f, "sensors/sensor", [r["name"] for r in spec.sensors]))
         if "sensordata" in f["outputs"]:
             _sensor_views(f, T, B)
 
@@ -300,7 +307,31 @@ def _sensor_views(f: h5py.File, T: int, B: int) -> None:
         for k in ("semantics", "stage"):
             vds.attrs[k] = src_ds.attrs[k]
         vds.attrs["sensordata_columns"] = f"{adr}:{adr + dim}"
-        # no dimension scales here: xarray refuses a variable with labeled and unlabeled axes mixed
+        _sensor_axes(f, vds, name, dim, B)
+
+
+def _group_axes(g, T: int, B: int):
+    """``<group>/time`` (a view of ``/time`` that follows its growth) and ``<group>/world`` as dimension scales,
+    so a generic reader opening the group alone (xarray ``group=``) gets time and world coordinates."""
+    if "time" not in g:
+        lay = h5py.VirtualLayout(shape=(T,), maxshape=(None,), dtype="f8")
+        U = h5py.h5s.UNLIMITED
+        lay[0:U] = h5py.VirtualSource(".", "time", shape=(T,), maxshape=(None,))[0:U]
+        g.create_virtual_dataset("time", lay, fillvalue=np.nan).make_scale("time")
+    if "world" not in g:
+        g.create_dataset("world", data=np.arange(B, dtype=np.int64)).make_scale("world")
+    return g["time"], g["world"]
+
+
+def _sensor_axes(f: h5py.File, vds, name: str, dim: int, B: int) -> None:
+    """time, world and the sensor's components (``<name>[i]``) on ``/sensors/<name>``."""
+    sg = f["sensors"]
+    time, world = _group_axes(sg, f["time"].shape[0], B)
+    key = f"_{name}_component"
+    comp = sg[key] if key in sg else _label_scale(f, f"sensors/{key}", [name if dim == 1 else f"{name}[{i}]"
+                                                                       for i in range(dim)])
+    for i, scale in enumerate((time, world, comp)):
+        vds.dims[i].attach_scale(scale)
 
 
 def _virtual(f: h5py.File, name: str, seg: slice, T: int, B: int, n: int) -> None:
@@ -368,7 +399,7 @@ def extend_rollout_file(path: str, samples: int, attrs: dict) -> None:
                     if name in f:
                         _virtual(f, name, _vds_segment(f[name]), samples, B, n)
                 for name, ds in (f["outputs"].items() if "outputs" in f else ()):
-                    if not name.startswith("_"):  # "_...": component labels
+                    if is_output(name):  # not the axes ("time" follows /time) and labels
                         ds.resize((samples,) + ds.shape[1:])
                 if "sensors/table" in f and "outputs/sensordata" in f:
                     _sensor_views(f, samples, B)
@@ -407,7 +438,7 @@ class RolloutWriter:
             self._T = self._file["x"].shape[0]
             self._carry_shape = self._file["carry"].shape[1:] if "carry" in self._file else None
             og = self._file["outputs"] if "outputs" in self._file else {}
-            self._outputs = {k: v.shape[1:] for k, v in og.items() if not k.startswith("_")}
+            self._outputs = {k: v.shape[1:] for k, v in og.items() if is_output(k)}
             self._samples = int(self._file["progress"][0]) if self._progress else int(self._file.attrs["samples"])
             # Handles kept open for the writer's life: HDF5 writes a dataset's cached chunks when its handle
             # closes, and an error there (a full disk) is only printed, never raised. Open handles are flushed
@@ -423,6 +454,11 @@ class RolloutWriter:
         self._error: tuple[str, BaseException] | None = None
         self._thread = threading.Thread(target=self._run, name="mjharness-h5-writer", daemon=True)
         self._thread.start()
+
+    @property
+    def has_carry(self) -> bool:
+        """Whether the file stores the carry (files written before ``/carry`` do not)."""
+        return self._carry_shape is not None
 
     @property
     def samples(self) -> int:

@@ -1,0 +1,92 @@
+"""Cost of the Fletcher-32 chunk checksums (issue 28): the same runs written with and without them.
+
+    python scripts/measure_checksum_cost.py [--repeats 5] [--batch 256] [--steps 2000] [--scene double_pendulum]
+
+Two figures, each the median over interleaved repeats (with, without, with, ...):
+- writer: ``RolloutWriter`` alone streaming (T, B, n) float64 chunks, MB/s with and without checksums;
+- engine: ``rollout(..., out=...)`` wall time of the run phase (``stats["run_s"]``), MuJoCo C backend,
+  ``record_every=1`` (the most writing per step), with and without checksums.
+Prints the load average first: figures taken on a loaded machine (load > 1.5) are provisional.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import statistics
+import tempfile
+import time
+
+import numpy as np
+
+from mjharness.rollout import h5, rollout
+from mjharness.rollout.h5 import format as h5format
+from mjharness.rollout.h5 import writer as h5writer
+
+
+@contextlib.contextmanager
+def checksums(on: bool):
+    saved = h5format.CHECKSUM, h5writer.CHECKSUM
+    off = {} if not on else saved[0]
+    h5format.CHECKSUM = h5writer.CHECKSUM = off
+    try:
+        yield
+    finally:
+        h5format.CHECKSUM, h5writer.CHECKSUM = saved
+
+
+def writer_mb_s(path: str, T: int, B: int, n: int, S: int) -> float:
+    from mjharness.integrators import StateRegistry, StateSpec
+
+    reg = StateRegistry()
+    reg.register("q", StateSpec((n,)))
+    layout = reg.finalize()
+    spec = h5.FileSpec(attrs=dict(format=h5.FORMAT, format_version=h5.FORMAT_VERSION, dt=0.01, record_every=1,
+                                  steps=T, batch=B, seed=0, integrator='{"name": "test"}'),
+                       compat_log=[], layout=h5.layout_table(layout), x0=np.zeros((B, n)), model_params={},
+                       samples=T, qpos=None, qvel=None, time_chunk=S)
+    h5.create_rollout_file(path, spec)
+    rng = np.random.default_rng(0)
+    chunk = rng.standard_normal((S, B, n))
+    t = time.perf_counter()
+    w = h5.RolloutWriter(path)
+    for j0 in range(0, T, S):
+        w.put(j0, np.arange(j0, j0 + S, dtype=float), chunk, np.zeros(B, np.int8), np.full(B, -1))
+    w.close(complete=True)
+    return T * B * n * 8 / (time.perf_counter() - t) / 1e6
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--steps", type=int, default=2000)
+    ap.add_argument("--scene", default="double_pendulum")
+    a = ap.parse_args()
+    print(f"load average {os.getloadavg()[0]:.2f} (figures provisional above 1.5)")
+    with tempfile.TemporaryDirectory() as d:
+        mb = {True: [], False: []}
+        for _ in range(a.repeats):
+            for on in (True, False):
+                with checksums(on):
+                    mb[on].append(writer_mb_s(os.path.join(d, "w.h5"), 4000, 256, 18, 100))
+        run = {True: [], False: []}
+        kw = dict(steps=a.steps, batch=a.batch, record_every=1, progress=False, backend="mujoco", keep=False,
+                  overwrite=True)
+        rollout(a.scene, out=os.path.join(d, "warm.h5"), **kw)  # compile once
+        for _ in range(a.repeats):
+            for on in (True, False):
+                with checksums(on):
+                    run[on].append(rollout(a.scene, out=os.path.join(d, "r.h5"), **kw).stats["run_s"])
+    w_on, w_off = statistics.median(mb[True]), statistics.median(mb[False])
+    r_on, r_off = statistics.median(run[True]), statistics.median(run[False])
+    print(f"writer alone: {w_on:.0f} MB/s with checksums, {w_off:.0f} MB/s without "
+          f"({100 * (w_off / w_on - 1):+.1f} % time)")
+    print(f"engine run ({a.scene}, batch {a.batch}, {a.steps} steps, record_every 1): {r_on:.3f} s with, "
+          f"{r_off:.3f} s without ({100 * (r_on / r_off - 1):+.1f} %)")
+    print(f"load average {os.getloadavg()[0]:.2f} after")
+
+
+if __name__ == "__main__":
+    main()
