@@ -2,7 +2,8 @@
 
 An output is named like the MuJoCo ``mjData`` field it records (``xpos``, ``site_xpos``,
 ``cfrc_ext``, ...), or ``sensordata`` (every sensor), ``sensor:<name>`` (one MJCF sensor),
-``energy`` and ``contact_force``; or it is a user function ``fn(scene, t, x, data) -> array`` (or a
+``energy``, ``contact_force`` and ``contacts`` (every contact of a world in K slots, ``contacts:K``; see
+``adapters/contacts.py``); or it is a user function ``fn(scene, t, x, data) -> array`` (or a
 ``(name, fn)`` pair) of the MJX data after the forward pass (diffrax's ``SaveAt(fn=...)`` idea).
 
 Each kind is one entry of the registry ``KINDS`` (``OutputKind``: how a name parses into an
@@ -158,6 +159,32 @@ def _parse_contact_force(m: mujoco.MjModel, name: str) -> OutputSpec | None:
                       extra=(("pair_geom", tuple(map(tuple, pairs.tolist()))),))
 
 
+def _parse_contacts(m: mujoco.MjModel, name: str) -> tuple[OutputSpec, OutputSpec] | None:
+    """``contacts`` or ``contacts:K``: the slots (K, len(COLUMNS)) and the counts ``<name>_ncon`` (3,)."""
+    from . import contacts as C
+
+    if name != "contacts" and not name.startswith("contacts:"):
+        return None
+    pairs = _contact_pairs(m)
+    if len(pairs) == 0 or m.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_CONTACT:
+        raise OutputError(f"output {name!r}: the model has no geom pair that can collide (or contacts are disabled)")
+    k = name[len("contacts:"):] if ":" in name else str(C.default_slots(m, pairs))
+    if not k.isdigit() or int(k) < 1:
+        raise OutputError(f"output {name!r}: K in 'contacts:K' is a positive number of slots per world, got {k!r}")
+    K = int(k)
+    about = (("capacity", K), ("model_contact_bound", C.model_contact_bound(m, pairs)),
+             ("order", "valid slots by (geom1, geom2), ties in MuJoCo's own contact order; then empty slots "
+                       "(geom1 = geom2 = id = -1, valid = 0, the rest 0)"), ("counts", f"{name}_ncon"))
+    slots = OutputSpec(name, "contacts", (K, len(C.COLUMNS)), units="geom id | m | 1 | m | N, N m",
+                       frame="world (pos, frame rows: normal, tangent1, tangent2); force in the contact frame "
+                       "(mj_contactForce)", comps=C.COLUMNS, extra=about)
+    bits = "; ".join(f"{b}: {t}" for b, t in C.OVERFLOW.items())
+    counts = OutputSpec(f"{name}_ncon", "contacts_ncon", (len(C.COUNT_COLUMNS),), units="1",
+                        frame="per world", comps=C.COUNT_COLUMNS,
+                        extra=(("capacity", K), ("overflow_bits", bits), ("slots", name)))
+    return slots, counts
+
+
 def _parse_field(m: mujoco.MjModel, name: str) -> OutputSpec | None:
     if name not in FIELDS:
         return None
@@ -195,14 +222,15 @@ def parse_outputs(m: mujoco.MjModel, outputs, scene=None) -> tuple[OutputSpec, .
     specs, seen = [], set()
     for item in outputs:
         spec = _callable_spec(item, scene) if _is_callable_output(item) else _parse_name(m, item)
-        if spec.name in seen:
-            raise OutputError(f"output {spec.name!r} is asked twice")
-        seen.add(spec.name)
-        specs.append(spec)
+        for s in spec if isinstance(spec, tuple) else (spec,):  # one name may record several datasets
+            if s.name in seen or (s.field == "contacts" and any(o.field == "contacts" for o in specs)):
+                raise OutputError(f"output {s.name!r} is asked twice")
+            seen.add(s.name)
+            specs.append(s)
     return tuple(specs)
 
 
-def _parse_name(m: mujoco.MjModel, name) -> OutputSpec:
+def _parse_name(m: mujoco.MjModel, name) -> OutputSpec | tuple:
     if not isinstance(name, str) or not name:
         raise OutputError(f"output names must be non-empty strings or functions fn(scene, t, x, data), got {name!r}")
     for kind in KINDS:
@@ -210,6 +238,7 @@ def _parse_name(m: mujoco.MjModel, name) -> OutputSpec:
         if spec is not None:
             return spec
     raise OutputError(f"unknown output {name!r}: use 'sensordata', 'sensor:<name>', 'energy', 'contact_force', "
+                      f"'contacts' ('contacts:K'), "
                       f"a function fn(scene, t, x, data), or one of the MuJoCo fields {sorted(FIELDS)}")
 
 
@@ -299,6 +328,11 @@ def mjx_outputs(scene, specs, t, x, ctrl, ws) -> dict:
     return {s.name: jnp.reshape(jnp.asarray(s.kind.mjx(scene, t, x, d, s), jnp.float64), s.shape) for s in specs}
 
 
+def flagged_rows(specs, outputs: dict) -> dict:
+    """{output name: (..., ) bool} for the outputs whose kind flags rows (contact overflow), from recorded values."""
+    return {s.name: s.kind.flags(s, outputs[s.name]) for s in specs if s.kind.flags is not None and s.name in outputs}
+
+
 def split_row(specs, flat) -> dict:
     """The flat row of a host evaluation (specs in order) -> {name: value of the spec's shape}."""
     out, o = {}, 0
@@ -363,6 +397,44 @@ def _host_contact_force(m, d, s):
     return read
 
 
+def _host_contacts(m, d, s):
+    from .contacts import host_slots
+
+    K, f6 = s.shape[0], np.zeros(6)
+    return lambda: host_slots(m, d, K, f6)[0].reshape(-1)
+
+
+_WARNINGS = ((mujoco.mjtWarning.mjWARN_CONTACTFULL, 2), (mujoco.mjtWarning.mjWARN_CNSTRFULL, 4))
+
+
+def _host_contact_counts(m, d, s):
+    """ncon, nefc and the overflow bits; a C warning counts when its number rose since this MjData's last read
+    (only this reader runs mj_forward on it, so the rise is this evaluation's)."""
+    K = dict(s.extra)["capacity"]
+    seen = [int(d.warning[w].number) for w, _ in _WARNINGS]
+
+    def read():
+        now = [int(d.warning[w].number) for w, _ in _WARNINGS]
+        bits = (d.ncon > K) * 1 + sum(bit for (_, bit), a, b in zip(_WARNINGS, seen, now) if b > a)
+        seen[:] = now
+        return np.array([d.ncon, d.nefc, bits], dtype=np.float64)
+    return read
+
+
+def _mjx_contacts(scene, t, x, d, s):
+    from .contacts import mjx_slots
+
+    return mjx_slots(scene.mjx_model, d, s.shape[0])[0]
+
+
+def _mjx_contact_counts(scene, t, x, d, s):
+    # MJX (JAX) holds every candidate contact in a fixed array: its only overflow is more contacts than K.
+    from .contacts import mjx_slots
+
+    _, ncon, nefc = mjx_slots(scene.mjx_model, d, 1)
+    return jnp.stack([ncon, nefc, (ncon > dict(s.extra)["capacity"]).astype(jnp.float64)])
+
+
 def _host_field(m, d, s):
     view = getattr(d, s.field).reshape(-1)  # MjData's buffers do not move: one view for the whole run
     return lambda: view
@@ -383,6 +455,7 @@ class OutputKind:
         host: ``(model, data, spec) -> read()`` for MuJoCo C: ``read()`` returns the flat values after
             ``mj_forward`` (views and buffers set up once per MjData).
         needs_rne: ``spec -> bool``: whether the values need ``rne_postconstraint`` first.
+        flags: ``(spec, values (..., *shape)) -> (...) bool``: rows a run must report (contact overflow), or None.
     """
 
     name: str
@@ -390,6 +463,7 @@ class OutputKind:
     mjx: object
     host: object
     needs_rne: object = lambda s: False
+    flags: object = None
 
 
 FIELD_KIND = OutputKind("field", _parse_field, lambda scene, t, x, d, s: _get(d, s.field), _host_field,
@@ -401,6 +475,9 @@ KINDS = (
                lambda scene, t, x, d, s: _contact_force(scene.mjx_model, d,
                                                         np.array(dict(s.extra)["pair_geom"], dtype=np.int64)),
                _host_contact_force),
+    OutputKind("contacts", _parse_contacts, _mjx_contacts, _host_contacts),
+    OutputKind("contacts_ncon", lambda m, name: None, _mjx_contact_counts, _host_contact_counts,
+               flags=lambda s, v: np.asarray(v)[..., 2] != 0),
     FIELD_KIND,
     OutputKind("callable", lambda m, name: None, lambda scene, t, x, d, s: s.fn(scene, t, x, d), _no_host),
 )

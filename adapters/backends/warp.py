@@ -11,8 +11,17 @@ from .base import BackendError, Capabilities, check_naconmax
 from .mjx import MjxBackend
 
 # MJWarp's contact arena is ONE buffer shared by every vmapped world; MJX's default (48) drops contacts
-# beyond a few worlds with only a printed overflow. 48 per world for 1024 worlds.
-DEFAULT_NACONMAX = 48 * 1024
+# beyond a few worlds with only a printed overflow. The default is the model's: ``warp_buffers`` (the most
+# contacts a world can hold, adapters/contacts.py, for DEFAULT_WARP_WORLDS worlds; njmax per world to match);
+# `mjharness probe` measures the real peaks and prints the sizes to pass as naconmax=.
+
+
+def default_buffers(model) -> dict:
+    """{"naconmax", "njmax"} for ``model`` from its geom pairs (no probe: nothing is simulated)."""
+    from ..contacts import warp_buffers
+    from ..outputs import _contact_pairs
+
+    return warp_buffers(model, _contact_pairs(model))
 
 
 @jax.custom_jvp
@@ -52,8 +61,10 @@ class WarpBackend(MjxBackend):
             raise SceneError(source, f"MJX (impl='warp') cannot run this model: {e}") from None
 
     def put_data(self, model, data, opts):
-        naconmax = opts.get("naconmax") or DEFAULT_NACONMAX
-        return mjx.put_data(model, data, device=jax.local_devices()[0], impl="warp", naconmax=naconmax)
+        sizes = default_buffers(model)
+        if opts.get("naconmax"):  # the user's (e.g. from `mjharness probe`); njmax stays the model's
+            sizes["naconmax"] = opts["naconmax"]
+        return mjx.put_data(model, data, device=jax.local_devices()[0], impl="warp", **sizes)
 
     def cast_input(self, x, dtype):
         return _warp_input(x).astype(dtype)  # MJWarp's kernels are float32 only and refuse float64 input

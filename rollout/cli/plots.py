@@ -170,6 +170,39 @@ def series(f, name: str, model=None) -> Series:
     return _state_series(f, model, name)
 
 
+def contact_series(f, model=None) -> tuple[Series, Series]:
+    """``--plot contacts``: two panels from the contacts output, one component per geom pair (by geom names,
+    the pairs seen in any valid slot): contacts per pair (and ``ncon``, all contacts: more than the pairs
+    when slots overflowed) and the pair's force magnitude, the sum over its contacts of |(normal, tangent1,
+    tangent2)| in N."""
+    from mjharness.adapters.contacts import COL, FORCE
+
+    name = f.contacts_output()
+    slots = f.output(name)  # (T, B, K, columns)
+    valid = slots[..., COL["valid"]] == 1
+    g1, g2 = slots[..., COL["geom1"]].astype(np.int64), slots[..., COL["geom2"]].astype(np.int64)
+    pairs = sorted({(int(a), int(b)) for a, b in zip(g1[valid], g2[valid])})
+    geom = (lambda g: mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_GEOM, g) or f"geom{g}") if model is not None \
+        else (lambda g: f"geom{g}")
+    labels = tuple(f"{geom(a)}–{geom(b)}" for a, b in pairs)
+    magnitude = np.where(valid, np.linalg.norm(slots[..., FORCE][..., :3], axis=-1), 0.0)
+    count = np.zeros(slots.shape[:2] + (len(pairs),))
+    force = np.zeros_like(count)
+    for i, (a, b) in enumerate(pairs):
+        hit = valid & (g1 == a) & (g2 == b)
+        count[..., i], force[..., i] = hit.sum(axis=-1), np.where(hit, magnitude, 0.0).sum(axis=-1)
+    ncon = f.output(f"{name}_ncon")[..., :1]
+    return (Series(f"{name}: contacts per pair", np.concatenate([count, ncon], axis=-1), labels + ("ncon",), "1"),
+            Series(f"{name}: |force| per pair", force, labels, "N"))
+
+
+def panels(f, name: str, model=None) -> tuple:
+    """The panels ``--plot name`` draws: two for the contacts output, else one (``series``)."""
+    if name in f.output_names and _text(f.h5["outputs"][name].attrs.get("mujoco_field", "")) == "contacts":
+        return contact_series(f, model)
+    return (series(f, name, model),)
+
+
 def parse_worlds(tokens, batch: int) -> list | None:
     """``--worlds`` tokens (``0:8``, ``3``, ``0,3,7``) -> world indices, each checked against ``batch``."""
     if not tokens:
@@ -224,12 +257,12 @@ def figure(f, names, worlds=None, band: bool = False):
     worlds = list(range(batch if band else min(batch, MAX_PLOTTED_WORLDS))) if worlds is None else list(worlds)
     parse_worlds([",".join(map(str, worlds))], batch)  # the same range check as the CLI's
     model = f.model()
-    panels = [series(f, name, model) for name in names]
+    drawn = [p for name in names for p in panels(f, name, model)]
     t = f.time
-    fig = Figure(figsize=(9, 2.4 + 2.2 * len(panels)), layout="constrained")
-    axes = fig.subplots(len(panels), 1, sharex=True, squeeze=False)[:, 0]
-    palette = colormaps["tab10"] if max(p.values.shape[2] for p in panels) <= 10 else colormaps["tab20"]
-    for ax, s in zip(axes, panels):
+    fig = Figure(figsize=(9, 2.4 + 2.2 * len(drawn)), layout="constrained")
+    axes = fig.subplots(len(drawn), 1, sharex=True, squeeze=False)[:, 0]
+    palette = colormaps["tab10"] if max(p.values.shape[2] for p in drawn) <= 10 else colormaps["tab20"]
+    for ax, s in zip(axes, drawn):
         colors = [palette(c % palette.N) for c in range(s.values.shape[2])]
         (_draw_band if band else _draw_lines)(ax, t, s, worlds, colors)
         ax.set_ylabel(s.ylabel)

@@ -95,7 +95,7 @@ def command(args) -> int:
     if kw["progress"] and (process is None or process[0] == 0):  # loading can take seconds (MJX's trace check)
         print(f"mjharness run: loading {scene_label(s['label'])}...", file=sys.stderr, flush=True)
     scene, why = resolve_run_scene(s["scene"], mjx=args.mjx, quaternion_update=s["quaternion_update"],
-                                   backend=kw["backend"], needs=run_needs(dict(params), kw["outputs"]),
+                                   backend=kw["backend"], needs=run_needs(dict(params), kw["outputs"], kw["randomize"]),
                                    unsupported_contacts=args.unsupported_contacts,
                                    need_sensors=needs_sensors(kw["outputs"]))
     if params:
@@ -113,6 +113,19 @@ def command(args) -> int:
     return 0
 
 
+def flagged_lines(flagged: dict, shown: int = 8) -> list[str]:
+    """One line per output that flagged worlds (contact overflow), naming the worlds, their first flagged row
+    and how many rows (the file: ``/outputs/<name>[..., 2]``, bits as its ``overflow_bits`` attribute)."""
+    lines = []
+    for name, per in flagged.items():
+        worlds = list(per.items())
+        text = ", ".join(f"world {w} (row {first}, {n} rows)" for w, (first, n) in worlds[:shown])
+        lines.append(f"  {name}: contact overflow in {len(worlds)} world(s): {text}"
+                     + (", ..." if len(worlds) > shown else "")
+                     + " -- raise K (--outputs contacts:K; `mjharness probe` reports the peak)")
+    return lines
+
+
 def _summary(r) -> None:
     from mjharness.integrators.status import status_name
 
@@ -123,6 +136,8 @@ def _summary(r) -> None:
         failed = " (" + "; ".join(f"world {i}: {status_name(r.status[i])} at step {int(r.status_step[i])}"
                                   for i in bad[:5]) + (", ..." if len(bad) > 5 else "") + ")"
     print(f"  worlds: {st['worlds_ok']}/{B} ok, {st['worlds_failed']} failed{failed}")
+    for line in flagged_lines(st.get("flagged", {})):
+        print(line)
     print(f"  wall {st['wall_s']:.2f} s, compile {st['compile_s']:.2f} s (trace {st['trace_s']:.2f} s, "
           f"{st['trace_cache']}), run {st['run_s']:.2f} s, "
           f"{st['steps_per_s']:.0f} steps/s ({st['world_steps_per_s']:.0f} world-steps/s) on {st['devices']} device(s)")

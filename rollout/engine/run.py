@@ -14,7 +14,7 @@ import time as _time
 import jax
 import numpy as np
 
-from mjharness.adapters.outputs import output_attrs, sensor_table
+from mjharness.adapters.outputs import flagged_rows, output_attrs, sensor_table
 
 from .. import h5
 from .chunk import ChunkInput, ChunkStatic, StepConstants, WorldState, compiled_chunk, shardings
@@ -147,9 +147,19 @@ def _memory(plan: Plan, keep: bool, resume: bool):
     return xs_mem, outs
 
 
+def _note_flags(flags: dict, specs, outputs: dict, j0: int) -> None:
+    """Add a chunk's flagged rows (contact overflow) to ``flags``: {output: {world: [first row, rows]}}."""
+    for name, rows in flagged_rows(specs, outputs).items():
+        for w in np.nonzero(rows.any(axis=0))[0].tolist():
+            first = j0 + int(np.argmax(rows[:, w]))
+            seen = flags.setdefault(name, {}).setdefault(w, [first, 0])
+            seen[0], seen[1] = min(seen[0], first), seen[1] + int(rows[:, w].sum())
+
+
 def _loop(plan: Plan, st: ChunkStatic, compiled, state, chunk_input, *, writer, xs_mem, outs_mem, guard, bar,
-          host):
-    """Run the chunks from ``plan.start_step``; returns the host (status, status_step, carry) at the end."""
+          host, flags=None):
+    """Run the chunks from ``plan.start_step``; returns the host (status, status_step, carry) at the end.
+    ``flags`` (a dict) collects the rows the outputs flag (``_note_flags``)."""
     B = plan.x0.shape[0]
     T, R, S = plan.samples, plan.record_every, st.samples
     st_h, sst_h, carry_h = host  # a resumed run that is already complete runs no chunk
@@ -166,6 +176,8 @@ def _loop(plan: Plan, st: ChunkStatic, compiled, state, chunk_input, *, writer, 
                                                             state.status_step, state.carry))
         xs, st_h, sst_h = xs[:nvalid, :B], st_h[:B], sst_h[:B]
         os_ = {name: np.asarray(v)[:nvalid, :B] for name, v in os_.items()}
+        if flags is not None:
+            _note_flags(flags, plan.outputs, os_, j0)
         if outs_mem is not None:
             for name, v in os_.items():
                 outs_mem[name][j0:j0 + nvalid] = v
@@ -212,9 +224,11 @@ def execute(plan: Plan, *, progress, compression, watchdog_s, keep, resume) -> R
     bar = _progress(progress, plan.steps, plan.start_step)
     t_run = _time.perf_counter()
     done = False
+    flags: dict = {}
     try:
         status, status_step, carry = _loop(plan, st, compiled, state, chunk_input, writer=writer, xs_mem=xs_mem,
-                                           outs_mem=outs_mem, guard=guard, bar=bar, host=(status, status_step, carry))
+                                           outs_mem=outs_mem, guard=guard, bar=bar, host=(status, status_step, carry),
+                                           flags=flags)
         done = True
     finally:
         if bar is not None:
@@ -232,7 +246,9 @@ def execute(plan: Plan, *, progress, compression, watchdog_s, keep, resume) -> R
                  world_steps_per_s=steps_run * B / run_s if run_s > 0 else float("inf"),
                  worlds_ok=int((status == 0).sum()), worlds_failed=int((status != 0).sum()),
                  file_bytes=os.path.getsize(plan.out) if plan.out else 0, devices=ndev, chunk=plan.chunk,
-                 backend=plan.attrs.get("backend", ""), backend_reason=plan.attrs.get("backend_reason", ""))
+                 backend=plan.attrs.get("backend", ""), backend_reason=plan.attrs.get("backend_reason", ""),
+                 # {output: {world: (first flagged row, flagged rows)}} over this call's rows (contact overflow)
+                 flagged={name: {w: tuple(v) for w, v in sorted(per.items())} for name, per in flags.items()})
     R = plan.record_every
     return RolloutResult(time=plan.t0 + (np.arange(plan.samples) + 1) * R * plan.dt, x=xs_mem, status=status,
                          status_step=status_step, x0=plan.x0, layout=scene.layout,
