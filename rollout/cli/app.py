@@ -9,14 +9,15 @@ paragraphs). A handler raises on failure; ``dispatch`` turns the exception into 
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import traceback
 
-from . import bench, cases, check, errors, fit, hangrepro, inspect, probe, render, run, show, xla_log
+from . import bench, cases, check, errors, fit, hangrepro, inspect, probe, render, run, show, verify, xla_log
 
 __all__ = ["COMMANDS", "build_parser", "dispatch", "main"]
 
-COMMANDS = (run, show, inspect, check, cases, bench, hangrepro, fit, render, probe)
+COMMANDS = (run, show, inspect, check, cases, bench, hangrepro, fit, render, verify, probe)
 _DEBUG_HELP = "on an error print the traceback instead of a summary, and every XLA log line"
 
 
@@ -38,12 +39,13 @@ def dispatch(args) -> int:
     filtering = jax.config.jax_traceback_filtering
     if not args.debug:  # keep JAX's own frames in tracebacks, so errors.origin can tell who failed
         jax.config.update("jax_traceback_filtering", "tracebackhide")
+    previous = signal.signal(signal.SIGTERM, _terminate) if _main_thread() else None
     try:
         return int(args.func(args) or 0)
-    except KeyboardInterrupt:
-        hint = " (the file holds every flushed chunk; --resume continues it)" if args.command == "run" else ""
-        print(f"mjharness {args.command}: interrupted{hint}", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:  # SIGINT, or SIGTERM through _terminate: the writer closed the file in between
+        what = "terminated (SIGTERM)" if isinstance(e, Terminated) else "interrupted"
+        print(f"mjharness {args.command}: {what}{_file_state(args)}", file=sys.stderr)
+        return 143 if isinstance(e, Terminated) else 130
     except Exception as e:
         if args.debug:
             traceback.print_exc()
@@ -54,7 +56,38 @@ def dispatch(args) -> int:
             print(errors.explain(e, args.command, subject(args) if subject else None), file=sys.stderr)
         return 2
     finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
         jax.config.update("jax_traceback_filtering", filtering)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread so the run unwinds like Ctrl-C: the writer closes its file."""
+
+
+def _terminate(signum, frame):
+    raise Terminated()
+
+
+def _main_thread() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
+
+
+def _file_state(args) -> str:
+    """'; FILE holds N of T samples (complete=False): --resume FILE continues it' for a run with a file."""
+    path = getattr(args, "resume", None) or getattr(args, "out", None)
+    if args.command != "run" or not path:
+        return ""
+    try:
+        from mjharness.rollout.h5 import open_rollout
+
+        with open_rollout(path) as f:
+            return (f"; {path} holds {f.samples} of {f.h5['x'].shape[0]} samples (complete={f.complete}): "
+                    f"`mjharness run --resume {path}` continues it")
+    except Exception as e:  # noqa: BLE001 - the message is a courtesy; the file may not exist yet
+        return f"; {path}: {e}"
 
 
 def main(argv=None) -> int:

@@ -1,7 +1,8 @@
 """Reading a rollout file: ``open_rollout(path)`` -> ``RolloutFile`` (also while it is being written).
 
-Files are opened as SWMR readers (``libver="latest"``, ``swmr=True``; files in the older format
-without), without HDF5's file lock. Every read refreshes ``/progress`` first, then the dataset, and
+A file a writer has open (its superblock says so) is opened as a SWMR reader (``libver="latest"``,
+``swmr=True``), a closed one plainly (a damaged closed file then fails at once instead of in HDF5's SWMR
+retry loop); never with HDF5's file lock. Every read refreshes ``/progress`` first, then the dataset, and
 reads rows ``[0, samples)``: a consistent prefix at any moment. A read that hits a chunk whose
 Fletcher-32 checksum fails raises ``CorruptFileError`` naming the dataset and the chunk; a file that
 cannot be read at this instant (being created, or between two steps of its writer) raises
@@ -20,7 +21,7 @@ import numpy as np
 from mjharness.integrators import StateError, StateLayout
 
 from .errors import CorruptFileError, FileNotReadyError, RolloutFileError
-from .format import FORMAT, decode_attr
+from .format import FORMAT, decode_attr, is_output
 from .layout import carry_dict, carry_layout_from_table, carry_size, layout_from_table
 from .model import asset_name, model_from_mjb, model_from_xml
 
@@ -275,14 +276,21 @@ class RolloutFile:
 
     @property
     def model_params(self) -> dict:
-        g = self._f.get("model/params")
-        return {} if g is None else {k: self.read(f"model/params/{k}") for k in g}
+        """Per-world model fields {field: (B, ...)}: ``/model_params`` (``/model/params`` in older files)."""
+        where = next((p for p in ("model_params", "model/params") if p in self._f), None)
+        return {} if where is None else {k: self.read(f"{where}/{k}") for k in self._f[where]}
+
+    @property
+    def model_param_attrs(self) -> dict:
+        """{field: {attr: value}} of the per-world model fields (``randomize``: the distributions, JSON)."""
+        g = self._f.get("model_params")
+        return {} if g is None else {k: {a: decode_attr(v) for a, v in g[k].attrs.items()} for k in g}
 
     @property
     def output_names(self) -> tuple:
         """Names of the recorded outputs (``/outputs/<name>``), in file order."""
         g = self._f.get("outputs")
-        return tuple(k for k in g if not k.startswith("_")) if g is not None else ()  # "_...": component labels
+        return tuple(k for k in g if is_output(k)) if g is not None else ()  # not its axes and labels
 
     def output(self, name: str) -> np.ndarray:
         """Recorded output ``name`` (T, B, ...) over the flushed samples (attributes: ``.h5["outputs"][name]``)."""
@@ -354,11 +362,18 @@ def open_h5(path: str) -> tuple[h5py.File, bool]:
     """(the file opened read-only, whether as a SWMR reader): SWMR for files in the latest format (readable
     while written), plain for older ones; no HDF5 file lock either way (readers never block the writer).
     Open failures become ``FileNotReadyError`` (being created or prepared: retry) or ``RolloutFileError``."""
+    from .superblock import superblock_state
+
     errors = []
-    for swmr in (True, False):
+    # SWMR only for a file a writer has open (or left open): a SWMR reader retries a metadata checksum failure
+    # with growing sleeps for hours, so a damaged closed file must fail fast in a plain open instead.
+    st = superblock_state(path)
+    live = st is not None and st["checksum_ok"] and st["flags"] != 0
+    attempts = [(True, dict(libver="latest", swmr=True, locking=False))] if live else []
+    # The last: this process already holds the file open another way (e.g. xarray), HDF5 wants the same flags.
+    for swmr, kw in (*attempts, (False, dict(locking=False)), (False, {})):
         try:
-            kw = dict(libver="latest", swmr=True) if swmr else {}
-            return h5py.File(path, "r", locking=False, **kw), swmr
+            return h5py.File(path, "r", **kw), swmr
         except OSError as e:
             errors.append(e)
     text = "; ".join(dict.fromkeys(str(e) for e in errors))
