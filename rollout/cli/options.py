@@ -68,6 +68,8 @@ RUN_OPTIONS: tuple[Option, ...] = (
                                        "scene starts on its support)"), "perturb_qpos"),
     Option("--out", dict(help=f"output HDF5 file (default {DEFAULT_OUT}, numbered if it exists)")),
     Option("--overwrite", dict(action="store_true", help="replace an existing --out"), "overwrite"),
+    Option("--require-space", dict(action="store_true", help="refuse (not just warn) when the planned file is "
+                                                              "larger than the free disk space"), "require_space"),
     Option("--resume", dict(metavar="FILE", help="continue FILE (killed or shorter) to --steps")),
     Option("--chunk", dict(type=int, help=f"steps per compiled call; device memory holds one chunk of samples "
                                           f"(default {DEFAULTS['chunk']})")),

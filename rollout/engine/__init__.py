@@ -30,7 +30,7 @@ def rollout(scene, integrator=None, *, dt: float | None = None, steps: int, batc
             perturb: float = 0.01, perturb_qpos: float = 0.0, devices=None, watchdog_s: float | None = None,
             keep: bool = True, t0: float = 0.0, mjx: str = "adapt", quaternion_update: str = "quaternion",
             carry: dict | None = None, outputs=None, output_semantics: str = "live", backend: str = "auto",
-            unsupported_contacts: str = "refuse") -> RolloutResult:
+            unsupported_contacts: str = "refuse", require_space: bool = False) -> RolloutResult:
     """Roll ``scene`` out for ``batch`` worlds and ``steps`` steps of ``dt`` with ``integrator``.
 
     scene: an ``MjScene`` (or any model with ``.layout``/``.dynamics``), an ``MjModel``, a path, an

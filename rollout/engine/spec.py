@@ -81,12 +81,14 @@ class Storage:
         overwrite: replace an existing ``out``.
         resume: path of a partial (or shorter) file to continue.
         compression: None, "gzip" or "lzf".
+        require_space: refuse (instead of warn) when the planned file exceeds the free disk space.
     """
 
     out: Any = None
     overwrite: bool = False
     resume: Any = None
     compression: str | None = None
+    require_space: bool = False
 
 
 @dataclass(frozen=True)
