@@ -30,7 +30,7 @@ WORKER = textwrap.dedent(f"""
     from mjharness.rollout.engine import initialize, resolve_scene
 
     initialize()  # from MJHARNESS_* variables
-    scene = resolve_scene("box_on_plane")
+    scene = resolve_scene("box_on_plane", backend="mjx")  # body noise is an MJX capability
     scene.add_body_noise("box", force_sigma=0.5, torque_sigma=0.02)
     kw = dict(steps={STEPS}, record_every=10, chunk=20, progress=False)
     if sys.argv[2] == "resume":
@@ -41,7 +41,7 @@ WORKER = textwrap.dedent(f"""
 
 
 def _noisy_scene():
-    scene = resolve_scene("box_on_plane")
+    scene = resolve_scene("box_on_plane", backend="mjx")  # body noise is an MJX capability
     scene.add_body_noise("box", force_sigma=0.5, torque_sigma=0.02)
     return scene
 
@@ -98,3 +98,22 @@ def test_local_processes_join_kill_and_resume(tmp_path):
     with open_rollout(sto) as f:
         assert f.complete and f.samples == STEPS // 10
         assert np.array_equal(f.x, ref_sto.x)  # stochastic, killed and resumed: still bit-equal
+
+
+@pytest.mark.timeout(600)
+def test_resume_restarts_a_shard_whose_worker_died_before_creating_it(tmp_path):
+    """Issue 28.6: a worker killed before it created its shard leaves no file; --resume restarts that shard
+    from step 0 (its worlds rebuilt from the seed) while the other continues, and the joined result equals
+    an uninterrupted run."""
+    out = str(tmp_path / "m.h5")
+    args = ["box_on_plane", "--batch", "4", "--steps", "200", "--record-every", "20", "--chunk", "200",
+            "--no-progress", "--local-processes", "2"]
+    cmd = [sys.executable, "-m", "mjharness.rollout.cli", "run"]
+    assert subprocess.run(cmd + args + ["--out", out], timeout=400).returncode == 0
+    os.remove(out + ".p1-of-2.h5")  # as if process 1 had died before creating it
+    r = subprocess.run(cmd + ["--resume", out, "--no-progress", "--local-processes", "2"], timeout=400,
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    ref = rollout("box_on_plane", steps=200, batch=4, record_every=20, chunk=200, progress=False)
+    with open_rollout(out) as f:
+        assert f.complete and np.array_equal(f.x, ref.x)

@@ -469,3 +469,19 @@ def test_xarray_sees_named_axes_and_time_coordinates(tmp_path):
         ds.close()
     with open_rollout(p) as f:
         assert f.output_names == ("sensordata", "xpos")  # the group's axes are not outputs
+
+
+@pytest.mark.parametrize("kw", [dict(t0=float("nan")), dict(dt=float("inf")), dict(t0=float("-inf"))])
+def test_non_finite_t0_dt_refused(kw):
+    from mjharness.rollout import rollout
+
+    with pytest.raises(RolloutError, match="finite"):
+        rollout("double_pendulum", steps=10, batch=1, progress=False, backend="mujoco", **kw)
+
+
+def test_show_says_whether_the_file_has_checksums(good_file, capsys):
+    assert main(["show", good_file]) == 0
+    assert "chunk checksums and content digest" in capsys.readouterr().out
+    v1 = os.path.join(os.path.dirname(__file__), "..", "data", "rollout_format_v1.h5")
+    assert main(["show", v1]) == 0
+    assert "no checksums" in capsys.readouterr().out

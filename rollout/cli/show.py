@@ -46,6 +46,8 @@ def command(args) -> int:
         a = f.attrs
         print(f"{args.file}: {f.samples} of {f.h5['x'].shape[0]} samples, "
               f"{'complete' if f.complete else 'INCOMPLETE (complete=False)'}")
+        print("  chunk checksums and content digest: `mjharness verify` checks them" if f.checksummed else
+              "  no checksums (written before format integrity 1): `mjharness verify` finds unreadable data only")
         print("attributes:")
         for k in sorted(a):
             v = json.dumps(a[k]) if isinstance(a[k], dict) else a[k]
