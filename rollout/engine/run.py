@@ -125,7 +125,8 @@ def _open_writer(plan: Plan, resume: bool, S: int, compression):
     if plan.out is None:
         return None
     if resume:
-        h5.extend_rollout_file(plan.out, plan.samples, {"steps": plan.attrs["steps"]})
+        h5.extend_rollout_file(plan.out, plan.samples, {"steps": plan.attrs["steps"]},
+                               start=plan.start_step // plan.record_every)
     else:
         h5.create_rollout_file(plan.out, _file_spec(plan, plan.samples, S, compression))
     return h5.RolloutWriter(plan.out)

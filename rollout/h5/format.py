@@ -133,8 +133,9 @@ def chunks(T: int, B: int, n: int, time_chunk: int) -> tuple[int, int, int]:
     be patched, and a resume never reads a chunk a failed write left half-written)."""
     nb = max(1, min(B, (1 << 20) // max(1, 8 * n)))
     cap = max(1, min(max(T, 1), (1 << 20) // max(1, 8 * n * nb)))
-    nt = _largest_divisor_at_most(max(time_chunk, 1), cap)
-    return (nt if 4 * nt >= cap else cap), nb, max(n, 1)  # a prime engine chunk: not 1-sample HDF5 chunks
+    # Always a divisor, even a small one: a chunk written in two parts is rewritten in place, and a live
+    # reader could read it half-written (raw data is not ordered by SWMR).
+    return _largest_divisor_at_most(max(time_chunk, 1), cap), nb, max(n, 1)
 
 
 def create_samples_dataset(f: h5py.File, name: str, shape: tuple, chunk: tuple, compression) -> None:

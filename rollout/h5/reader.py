@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 
 import h5py
 import mujoco
@@ -26,6 +27,9 @@ from .layout import carry_dict, carry_layout_from_table, carry_size, layout_from
 from .model import asset_name, model_from_mjb, model_from_xml
 
 MODEL_SOURCES = ("auto", "mjb", "xml")
+# Reads of a file being written that fail (a checksum of a chunk its writer is rewriting) are retried this
+# often before the error is raised: a torn read resolves as soon as the writer's write completes.
+LIVE_READ_ATTEMPTS = 20
 
 
 class RolloutFile:
@@ -84,10 +88,11 @@ class RolloutFile:
     def _progress(self) -> tuple[int, bool]:
         """(samples, complete): ``/progress`` (refreshed; the writer publishes it last) or, in files written
         before it, the root attributes."""
+        a = self._f.attrs
         if "progress" not in self._f:
-            return int(self._f.attrs["samples"]), bool(self._f.attrs["complete"])
+            return int(a["samples"]), bool(a["complete"])
         p = self.read("progress")
-        return int(p[0]), bool(p[1])
+        return int(p[0]), bool(p[1])  # the root attributes lag behind while written, after a kill or a failure
 
     @property
     def samples(self) -> int:
@@ -105,13 +110,17 @@ class RolloutFile:
     def read(self, name: str, sel=()) -> np.ndarray:
         """``/name[sel]``, refreshed under SWMR; a failed read raises ``CorruptFileError`` (naming the dataset
         and the chunk) or, for a file still being written, ``FileNotReadyError``."""
-        try:
-            ds = self._f[name]
-            if self._swmr and not ds.is_virtual:
-                ds.refresh()
-            return ds[sel]
-        except OSError as e:
-            raise read_error(self.path, self._f, name, sel, e, live=self._live()) from None
+        for attempt in range(LIVE_READ_ATTEMPTS if self._swmr else 1):
+            if attempt:
+                time.sleep(0.001 * attempt)  # at most ~0.2 s in all
+            try:
+                ds = self._f[name]
+                if self._swmr and not ds.is_virtual:
+                    ds.refresh()
+                return ds[sel]
+            except OSError as e:
+                err = e  # live: /status, /progress are rewritten in place each chunk; a read can catch one torn
+        raise read_error(self.path, self._f, name, sel, err, live=self._live()) from None
 
     def _live(self) -> bool:
         try:

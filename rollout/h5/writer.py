@@ -164,7 +164,9 @@ def _populate(f: h5py.File, spec: FileSpec, x0, carry_layout, c0, record) -> Non
                                spec.compression)
     create_small(f, "status", np.zeros(B, dtype=np.int8))
     create_small(f, "status_step", np.full(B, -1, dtype=np.int64))
-    create_small(f, "progress", np.zeros(2, dtype=np.int64))  # [samples flushed, complete]: SWMR readers' truth
+    # [samples flushed, complete]: SWMR readers' truth. Contiguous and unchecksummed: it is rewritten in place
+    # every chunk (one 16-byte write), and a reader must never see a checksum error for reading it mid-write.
+    f.create_dataset("progress", data=np.zeros(2, dtype=np.int64))
     _state_axes(f, spec, B, n, c0)
     for name, seg in (("qpos", spec.qpos), ("qvel", spec.qvel)):
         if seg is not None:
@@ -383,9 +385,10 @@ def _is_swmr_format(path: str) -> bool:
     return superblock_state(path) is not None
 
 
-def extend_rollout_file(path: str, samples: int, attrs: dict) -> None:
+def extend_rollout_file(path: str, samples: int, attrs: dict, start: int | None = None) -> None:
     """Prepare an existing file for a resumed run: grow ``/x``, ``/carry`` and ``/time`` to ``samples``,
-    update attrs, mark it incomplete."""
+    update attrs, mark it incomplete; ``start``: the sample the run resumes from (what readers see until
+    the next chunk lands; default: the samples the file holds)."""
     f = open_for_write(path)
     try:
         with f:
@@ -407,8 +410,9 @@ def extend_rollout_file(path: str, samples: int, attrs: dict) -> None:
                 set_attr(f, k, v)
             f.attrs["complete"] = False
             if "progress" in f:
-                f["progress"][1] = 0
-                f.attrs["samples"] = np.int64(f["progress"][0])
+                held = int(f["progress"][0]) if start is None else int(start)
+                f["progress"][:] = [held, 0]
+                f.attrs["samples"] = np.int64(held)
             f.flush()
     except OSError as e:
         raise RolloutWriteError(f"{path}: preparing the file for the resumed run failed: {_os_text(e)}", path=path,
