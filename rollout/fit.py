@@ -12,38 +12,12 @@ simulated states, live semantics), over the full horizon and all worlds at once.
 
 from __future__ import annotations
 
-import mujoco
 import numpy as np
 
+from .engine.params import resolve_param
 from .engine.plan import RolloutError, _field
 from .engine.simulate import check_param_fields, simulate
-
-_OBJ = (("body_", mujoco.mjtObj.mjOBJ_BODY), ("jnt_", mujoco.mjtObj.mjOBJ_JOINT), ("geom_", mujoco.mjtObj.mjOBJ_GEOM),
-        ("site_", mujoco.mjtObj.mjOBJ_SITE), ("actuator_", mujoco.mjtObj.mjOBJ_ACTUATOR))
-
-
-def resolve_param(model: mujoco.MjModel, mjx_model, spec: str):
-    """``field:name`` -> (field path, index tuple into the field). Raises RolloutError naming the problem."""
-    field, _, name = spec.partition(":")
-    ref = np.asarray(_field(mjx_model, field))
-    if not np.issubdtype(ref.dtype, np.floating):
-        raise RolloutError(f"--params {spec!r}: {field} is {ref.dtype}, not a floating field")
-    if not name:
-        return field, ()
-    if field.startswith("dof_"):
-        j = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, name)
-        if j < 0:
-            raise RolloutError(f"--params {spec!r}: no joint named {name!r} (dof fields are named by their joint)")
-        adr = int(model.jnt_dofadr[j])
-        nd = {0: 6, 1: 3}.get(int(model.jnt_type[j]), 1)
-        return field, (slice(adr, adr + nd),)
-    for prefix, obj in _OBJ:
-        if field.startswith(prefix):
-            i = mujoco.mj_name2id(model, obj, name)
-            if i < 0:
-                raise RolloutError(f"--params {spec!r}: no {prefix.rstrip('_')} named {name!r}")
-            return field, (i,)
-    raise RolloutError(f"--params {spec!r}: {field} is not indexed by a named object; give the bare field")
+from .h5.format import is_output
 
 
 def _output_target(f, scene, target: str):
@@ -51,7 +25,7 @@ def _output_target(f, scene, target: str):
     from mjharness.adapters.outputs import OutputError, parse_outputs
 
     name = target.partition(":")[2]
-    have = list(f.h5["outputs"]) if "outputs" in f.h5 else []
+    have = [n for n in f.h5["outputs"] if is_output(n)] if "outputs" in f.h5 else []  # not the axis datasets
     have = [k for k in have if not k.startswith("_")]
     if name not in have:
         raise RolloutError(f"target={target!r}: the file records no output {name!r} (it has {have or 'none'})")
@@ -72,8 +46,11 @@ def fit(path, params, *, scene=None, integrator=None, iterations: int = 200, lr:
     """Fit ``params`` (list of ``field:name``) to the states (``target="x"``) or a recorded output
     (``target="outputs:<name>"``) of the rollout file ``path``.
 
-    start: {spec: starting value} (default: the file's model values). Returns {spec: estimate}
-    (float or list) and, under ``"history"``, the loss and estimates per iteration.
+    start: {spec: starting value} (default: the file's model values), or ``"file"``: each world starts from its
+    own recorded value (``/model_params``, e.g. drawn by ``randomize``) and the fit estimates one common scale,
+    so each estimate is per world (B, ...). A file with per-world model fields is simulated with them (each
+    world as it ran: its draws and derived constants). Returns {spec: estimate} (float or list) and, under
+    ``"history"``, the loss and estimates per iteration.
     """
     import jax
     import jax.numpy as jnp
@@ -85,7 +62,7 @@ def fit(path, params, *, scene=None, integrator=None, iterations: int = 200, lr:
     if target != "x" and not (isinstance(target, str) and target.startswith("outputs:")):
         raise RolloutError(f"target must be 'x' or 'outputs:<name>', got {target!r}")
     with open_rollout(path) as f:
-        xs_file, x0, attrs = np.asarray(f.x), np.asarray(f.x0), dict(f.attrs)
+        xs_file, x0, attrs, file_params = np.asarray(f.x), np.asarray(f.x0), dict(f.attrs), f.model_params
         model = f.model()
         scene = resolve_scene(model if scene is None else scene, needs={"differentiable": "fit (gradients)"})
         out_file, spec = _output_target(f, scene, target) if target != "x" else (None, None)
@@ -96,9 +73,20 @@ def fit(path, params, *, scene=None, integrator=None, iterations: int = 200, lr:
     steps = xs_file.shape[0] * R
     resolved = [resolve_param(scene.model, scene.mjx_model, p) for p in params]
     base = {field: np.asarray(_field(scene.mjx_model, field), np.float64) for field, _ in resolved}
+    if start == "file" and not file_params:
+        raise RolloutError(f"start='file': {path} records no per-world model fields (/model_params)")
+    per_world = bool(file_params)
+    if per_world:  # every world as it ran: the nominal fields broadcast, the file's per-world fields over them
+        B = x0.shape[0]
+        base = {k: np.broadcast_to(v, (B,) + v.shape).copy() for k, v in base.items()}
+        base.update({k: np.asarray(v, np.float64) for k, v in file_params.items()})
+        resolved = [(field, (slice(None),) + idx) for field, idx in resolved]
     s0 = []
     for p, (field, idx) in zip(params, resolved):
-        v = np.asarray(base[field][idx] if start is None or p not in start else start[p], np.float64)
+        mine = start is None or start == "file" or p not in start
+        v = np.asarray(base[field][idx] if mine else start[p], np.float64)
+        if per_world and start != "file" and mine:
+            v = v[0]  # one starting value: world 0's (the nominal one unless the file varies it)
         s0.append(v)
     check_param_fields(scene, {k: v for k, v in base.items()}, x0.shape[0])  # shapes/dtypes before compile
     goal = jnp.asarray(xs_file if out_file is None else out_file)
@@ -116,13 +104,16 @@ def fit(path, params, *, scene=None, integrator=None, iterations: int = 200, lr:
         if spec is not None:
             from mjharness.adapters.outputs import evaluate_outputs
 
-            sc = scene.with_model(scene.mjx_model.tree_replace(fields))
-            one = lambda t, x: evaluate_outputs(sc, (spec,), t, x)[spec.name]  # noqa: E731
-            xs = jax.vmap(jax.vmap(one, in_axes=(None, 0)))(t, xs)
+            def world(fw, xw):  # one world's outputs over time, on its own model fields
+                sc = scene.with_model(scene.mjx_model.tree_replace(fw))
+                return jax.vmap(lambda tt, x: evaluate_outputs(sc, (spec,), tt, x)[spec.name])(t, xw)
+
+            xs = jax.vmap(world, in_axes=(0 if per_world else None, 1), out_axes=1)(fields, xs)
         return jnp.mean(((xs - goal) / scale) ** 2)
 
     opt = optax.adam(lr)
-    z = [jnp.zeros_like(jnp.asarray(s)) for s in s0]
+    # start="file": each world starts from its own value, and one scale per element (shared by the worlds) is fitted
+    z = [jnp.zeros(np.shape(s)[1:] if start == "file" else np.shape(s)) for s in s0]
     state = opt.init(z)
 
     @jax.jit

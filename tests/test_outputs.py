@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from mjharness.adapters import MjScene
-from mjharness.rollout import RolloutError, rollout
+from mjharness.rollout import RolloutError, open_rollout, rollout
 
 # The smallest scene that exercises every output: one free ball on a floor (one sphere-plane contact, so
 # touch, force, cfrc_ext and contact_force are non-zero) carrying a hinge arm that collides with nothing
@@ -169,6 +169,10 @@ def test_resume_continues_outputs(scene, ctrl, live, tmp_path):
     with h5py.File(path, "r+") as f:  # cut the file back to its first 2 samples, as a killed run leaves it
         f.attrs["samples"] = 2
         f.attrs["complete"] = False
+        if "progress" in f:  # the SWMR readers' truth: [samples flushed, complete]
+            f["progress"][...] = [2, 0]
+    with open_rollout(path) as f:
+        assert f.samples == 2 and not f.complete  # a resume really continues from sample 2
     r = rollout(scene, "semi_implicit_euler", steps=STEPS, batch=B, ctrl=ctrl, record_every=R, resume=path,
                 progress=False, outputs=OUTS)
     for k in OUTS:
