@@ -75,6 +75,7 @@ class FileSpec:
     qvel: slice | None
     time_chunk: int             # HDF5 chunk length along T
     compression: object = None  # None, "gzip", "lzf" or a gzip level 0-9
+    sample_dtype: str = "f8"    # dtype of the recorded samples (/x, /carry, /outputs): the run's float width
     model: mujoco.MjModel | None = None
     mjcf: str = ""
     mjb: bytes | None = None
@@ -138,9 +139,10 @@ def chunks(T: int, B: int, n: int, time_chunk: int) -> tuple[int, int, int]:
     return _largest_divisor_at_most(max(time_chunk, 1), cap), nb, max(n, 1)
 
 
-def create_samples_dataset(f: h5py.File, name: str, shape: tuple, chunk: tuple, compression) -> None:
-    """A (T, B, n) float64 dataset growable along T, unwritten samples NaN (``/x``, ``/carry``)."""
-    f.create_dataset(name, shape=shape, maxshape=(None,) + tuple(shape[1:]), dtype="f8", chunks=chunk,
+def create_samples_dataset(f: h5py.File, name: str, shape: tuple, chunk: tuple, compression, dtype="f8") -> None:
+    """A (T, B, n) float dataset growable along T, unwritten samples NaN (``/x``, ``/carry``); float32 when the
+    run computed in float32 (``FileSpec.sample_dtype``)."""
+    f.create_dataset(name, shape=shape, maxshape=(None,) + tuple(shape[1:]), dtype=dtype, chunks=chunk,
                      fillvalue=np.nan, **compression_kwargs(compression), **CHECKSUM)
 
 

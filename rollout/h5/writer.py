@@ -157,11 +157,11 @@ def _populate(f: h5py.File, spec: FileSpec, x0, carry_layout, c0, record) -> Non
     x_chunks = chunks(T, B, n, spec.time_chunk)
     f.create_dataset("time", shape=(T,), maxshape=(None,), dtype="f8", chunks=(x_chunks[0],), fillvalue=np.nan,
                      **CHECKSUM)
-    create_samples_dataset(f, "x", (T, B, n), x_chunks, spec.compression)
+    create_samples_dataset(f, "x", (T, B, n), x_chunks, spec.compression, spec.sample_dtype)
     if c0 is not None:
         create_small(f, "carry0", c0)
         create_samples_dataset(f, "carry", (T, B, c0.shape[1]), x_chunks[:2] + (max(c0.shape[1], 1),),
-                               spec.compression)
+                               spec.compression, spec.sample_dtype)
     create_small(f, "status", np.zeros(B, dtype=np.int8))
     create_small(f, "status_step", np.full(B, -1, dtype=np.int64))
     # [samples flushed, complete]: SWMR readers' truth. Contiguous and unchecksummed: it is rewritten in place
@@ -265,7 +265,7 @@ def _create_outputs(f: h5py.File, spec: FileSpec, T: int, B: int) -> None:
         shape = tuple(shape)
         width = int(np.prod(shape, dtype=np.int64))
         ch = chunks(T, B, width, spec.time_chunk)
-        ds = g.create_dataset(name, shape=(T, B) + shape, maxshape=(None, B) + shape, dtype="f8",
+        ds = g.create_dataset(name, shape=(T, B) + shape, maxshape=(None, B) + shape, dtype=spec.sample_dtype,
                               chunks=ch[:2] + shape, fillvalue=np.nan, **compression_kwargs(spec.compression),
                               **CHECKSUM)
         for k, v in attrs.items():
@@ -301,7 +301,7 @@ def _sensor_views(f: h5py.File, T: int, B: int) -> None:
         path = f"sensors/{name}"
         if path in f:
             del f[path]
-        lay = h5py.VirtualLayout(shape=(T, B, dim), dtype="f8")
+        lay = h5py.VirtualLayout(shape=(T, B, dim), dtype=src_ds.dtype)  # the source's width
         src = h5py.VirtualSource(".", "outputs/sensordata", shape=(T, B, nsd))
         if T and B:
             lay[:, :, :] = src[:, :, adr:adr + dim]
@@ -340,7 +340,7 @@ def _virtual(f: h5py.File, name: str, seg: slice, T: int, B: int, n: int) -> Non
     if name in f:
         del f[name]
     width = seg.stop - seg.start
-    lay = h5py.VirtualLayout(shape=(T, B, width), dtype="f8")
+    lay = h5py.VirtualLayout(shape=(T, B, width), dtype=f["x"].dtype)  # the source's width (float64 or float32)
     # "." = this very file, so the virtual datasets survive renaming or moving the file.
     src = h5py.VirtualSource(".", "x", shape=(T, B, n))
     if T and B and width:
