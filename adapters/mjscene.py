@@ -363,6 +363,12 @@ class MjScene:
         other.mjx_model = mjx_model
         return other
 
+    def with_params(self, params: dict) -> MjScene:
+        """Shallow copy evaluating one world's model fields ``{path: value}`` (per-world parameters: model_params,
+        randomize): its backend decides how (MJX: the MJX model with them replaced; MuJoCo C: the host pool
+        writes them into a thread's model copy before the world's evaluation)."""
+        return self.backend_impl.with_params(self, params)
+
     def forward(self, t, x, ctrl=None, qacc_warmstart=None):
         """``mjx.forward`` on the state ``x`` at time ``t`` with controls ``ctrl`` (one world).
 

@@ -17,6 +17,7 @@ CAPABILITIES = {
     "outputs": "recorded MuJoCo outputs",
     "callable_outputs": "callable outputs fn(scene, t, x, data) (data is MJX data)",
     "float64": "float64 dynamics",
+    "per_world_outputs": "recorded outputs evaluated on per-world model fields",
 }
 
 
@@ -38,6 +39,7 @@ class Capabilities:
         outputs: recorded MuJoCo outputs (``outputs=``).
         callable_outputs: user output functions ``fn(scene, t, x, data)`` on MJX data.
         float64: dynamics evaluated in float64 (MJWarp's kernels are float32 only).
+        per_world_outputs: recorded outputs evaluated on each world's own model fields (MuJoCo C: not yet).
     """
 
     mjx_data: bool
@@ -49,6 +51,7 @@ class Capabilities:
     outputs: bool
     callable_outputs: bool
     float64: bool
+    per_world_outputs: bool = True
 
     def has(self, cap: str) -> bool:
         if cap not in CAPABILITIES:
@@ -104,6 +107,10 @@ class Backend:
 
     def evaluate(self, scene, t, x, ctrl, ws, *, mode="forward", h=0.0, force=None):
         raise NotImplementedError
+
+    def with_params(self, scene, params: dict):
+        """``scene`` evaluating one world's model fields ``{path: value}`` (default: the MJX model with them)."""
+        return scene.with_model(scene.mjx_model.tree_replace(params))
 
     def euler(self, scene, t, x, h, ctrl, carry):
         """(data, qacc) of MuJoCo's Euler (implicit joint damping) at step ``h``."""

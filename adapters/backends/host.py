@@ -65,25 +65,32 @@ class HostPool:
         self._damped = bool(not (m.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_EULERDAMP)
                             and np.any(m.dof_damping > 0))
 
-    def _slice(self, i, lo, hi, mode, t, x, ctrl, ws, h, out, force=None):
+    def _slice(self, i, lo, hi, mode, t, x, ctrl, ws, h, out, force=None, fields=None):
         """Worlds lo..hi on thread i's MjData: only MuJoCo C calls and row copies per world; everything
         that can be done on the whole slice at once (qvel, rates) is done after the loop.
         ``force`` (k, nv): generalized forces whose M(q)^-1 f (mj_solveM on mj_forward's factor) is
-        appended to each row after the first ``width`` columns (joint-noise diffusion)."""
+        appended to each row after the first ``width`` columns (joint-noise diffusion).
+        ``fields`` (layout, (n, P) values): per-world model fields (``WorldFields``), written before each world."""
         m, d = self.model, self.datas[i]
         minv = None if force is None else np.empty_like(force)
         nq, nv, na = m.nq, m.nv, m.na
         # MjData's array attributes build a new numpy view on every access: take them once.
         qvel, act, qacc, act_dot = d.qvel, d.act, d.qacc, d.act_dot
         x, out = x[lo:hi], out[lo:hi]
-        step = mode == "implicit" or (mode == "euler" and self._damped)
+        world = None if fields is None else self.world_fields(i, fields[0])  # per-world model fields (issue 31)
+        # A world's own damping may be nonzero where the nominal model's is not: mj_Euler decides per world.
+        step = mode == "implicit" or (mode == "euler" and (self._damped or world is not None))
         after = np.empty((hi - lo, nv + na)) if step else None  # qvel, act after mj_Euler / mj_implicit
         stepper = self._implicit_model if mode == "implicit" else m
         advance = mujoco.mj_implicit if mode == "implicit" else mujoco.mj_Euler
+        if world is not None:
+            m, stepper = world.model, (world.implicit if mode == "implicit" else world.model)
         # One mj_setState per world instead of six numpy assignments (less Python under the GIL):
         # rows [time, qpos, qvel, act, qacc_warmstart, ctrl] in mjtState bit order, built for the slice at once.
         packed = np.concatenate([t[lo:hi, None], x[:, :nq + nv + na], ws[lo:hi], ctrl[lo:hi]], axis=1)
         for w in range(hi - lo):
+            if world is not None:
+                world.set(fields[1][lo + w])
             mujoco.mj_setState(m, d, packed[w], _STATE)
             mujoco.mj_forward(m, d)
             out[w, 2 * nv:2 * nv + na] = act_dot
@@ -104,7 +111,7 @@ class HostPool:
         if mode == "implicit" and na:
             out[:, 2 * nv:2 * nv + na] = (after[:, nv:] - x[:, nq + nv:]) / hs
 
-    def evaluate(self, mode, t, x, ctrl, ws, h, force=None):
+    def evaluate(self, mode, t, x, ctrl, ws, h, force=None, fields=None):
         """Arrays with one common leading batch shape (or none) -> (..., 3 nv + na [+ force.size]) float64."""
         if force is not None and mode != "forward":
             raise BackendError(f"backend 'mujoco': M^-1 f columns are evaluated in mode 'forward' only, not {mode!r}")
@@ -115,18 +122,27 @@ class HostPool:
         n = int(np.prod(lead)) if lead else 1
         t, h = t.reshape(n), h.reshape(n)
         x, ctrl, ws = (a.reshape(n, -1) for a in (x, ctrl, ws))
+        if fields is not None:
+            fields = (fields[0], np.asarray(fields[1], dtype=np.float64).reshape(n, -1))
         width = self.width + (0 if force is None else force.size)
         out = np.empty((n, width))
         k = min(self.threads, n)
         if k <= 1 or self.executor is None:
-            self._slice(0, 0, n, mode, t, x, ctrl, ws, h, out, force)
+            self._slice(0, 0, n, mode, t, x, ctrl, ws, h, out, force, fields)
         else:
             bounds = np.linspace(0, n, k + 1).astype(int)
             futs = [self.executor.submit(self._slice, i, bounds[i], bounds[i + 1], mode, t, x, ctrl, ws, h, out,
-                                         force) for i in range(k)]
+                                         force, fields) for i in range(k)]
             for f in futs:
                 f.result()
         return out.reshape(lead + (width,))
+
+    def world_fields(self, i: int, layout: tuple) -> WorldFields:
+        """Thread ``i``'s model copies for per-world fields of ``layout`` (made on first use, one per thread)."""
+        cache = self.__dict__.setdefault("_world_fields", {})
+        if (i, layout) not in cache:
+            cache[(i, layout)] = WorldFields(self, layout)
+        return cache[(i, layout)]
 
     def __del__(self):
         if getattr(self, "executor", None) is not None:
@@ -149,6 +165,61 @@ def make_evaluator(pool: HostPool, mode: str, force: np.ndarray | None = None):
         spec = jax.ShapeDtypeStruct(lead + shape.shape, shape.dtype)
         return jax.pure_callback(lambda *a: pool.evaluate(mode, *a, force=force), spec, t, x, ctrl, ws, h,
                                  vmap_method="broadcast_all")
+
+    @evaluate.defjvp
+    def _no_jvp(primals, tangents):
+        raise BackendError("MjScene backend='mujoco' evaluates MuJoCo C on the host and is not differentiable "
+                           "(jax.grad / jax.jvp); use backend='mjx' to differentiate")
+
+    return evaluate
+
+
+# -- per-world model fields (issue 31: model_params / randomize on backend="mujoco") --------------------------
+
+def _field_writer(m: mujoco.MjModel, path: str):
+    """``write(values)`` setting the field at dotted ``path`` of ``m`` (arrays in place, scalars by attribute)."""
+    parent, _, name = path.rpartition(".")
+    owner = m
+    for part in filter(None, parent.split(".")):
+        owner = getattr(owner, part)
+    cur = getattr(owner, name)
+    if isinstance(cur, np.ndarray):
+        return lambda v: np.copyto(cur, v.reshape(cur.shape))
+    return lambda v: setattr(owner, name, float(v[0]))
+
+
+class WorldFields:
+    """One thread's copies of the pool's models (forward/Euler and implicitfast) whose per-world fields are
+    overwritten before each world: world w then runs the nominal model with its own values of every field of
+    ``layout`` ((path, size), ...). The derived constants are among those fields (the run computed them with
+    ``mj_setConst`` per world when it was planned), so each world is its own mj_setConst'ed model."""
+
+    def __init__(self, pool: HostPool, layout: tuple):
+        self.model, self.implicit = copy.deepcopy(pool.model), copy.deepcopy(pool._implicit_model)
+        bounds = np.cumsum([0] + [size for _, size in layout])
+        self._writes = [(slice(lo, hi), write) for (path, _), lo, hi in zip(layout, bounds[:-1], bounds[1:])
+                        for write in (_field_writer(self.model, path), _field_writer(self.implicit, path))]
+
+    def set(self, row: np.ndarray) -> None:
+        for sl, write in self._writes:
+            write(row[sl])
+
+
+def make_field_evaluator(pool: HostPool, mode: str, force: np.ndarray | None, layout: tuple):
+    """``make_evaluator`` with one more argument: the world's model fields of ``layout`` as one flat vector."""
+    if mode not in MODES:
+        raise BackendError(f"backend 'mujoco': unknown evaluation mode {mode!r}")
+    if force is not None:
+        force = np.ascontiguousarray(force, dtype=np.float64).reshape(-1, pool.model.nv)
+    width = pool.width + (0 if force is None else force.size)
+
+    def host(t, x, ctrl, ws, h, p):
+        return pool.evaluate(mode, t, x, ctrl, ws, h, force=force, fields=(layout, p))
+
+    @jax.custom_jvp
+    def evaluate(t, x, ctrl, ws, h, p):
+        spec = jax.ShapeDtypeStruct(jnp.shape(x)[:-1] + (width,), jnp.float64)
+        return jax.pure_callback(host, spec, t, x, ctrl, ws, h, p, vmap_method="broadcast_all")
 
     @evaluate.defjvp
     def _no_jvp(primals, tangents):

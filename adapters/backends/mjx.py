@@ -45,7 +45,9 @@ class MjxBackend(Backend):
     def euler(self, scene, t, x, h, ctrl, carry):
         d = scene._evaluate(t, x, ctrl, carry)
         model = scene.model
-        if (model.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_EULERDAMP) or not np.any(model.dof_damping > 0):
+        damping = scene.mjx_model.dof_damping  # a tracer when set per world (nominal zeros may be randomized)
+        if (model.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_EULERDAMP) or (
+                not isinstance(damping, jax.core.Tracer) and not np.any(np.asarray(damping) > 0)):
             return d, d.qacc
         from mujoco.mjx._src import smooth, support  # MJX's own factor/solve of M
 

@@ -3,20 +3,23 @@
 
 from __future__ import annotations
 
+import copy
+
 import jax.numpy as jnp
 import numpy as np
 
 from mjharness.scenes import load_native
 
 from . import host as _host
-from .base import Backend, Capabilities, check_naconmax
+from .base import Backend, BackendError, Capabilities, check_naconmax
 
 
 class MujocoBackend(Backend):
     name = "mujoco"
     summary = "MuJoCo C on CPU threads: runs models MJX refuses; the fastest on CPU; not differentiable"
-    caps = Capabilities(mjx_data=False, differentiable=False, per_world_params=False, extra_states=False,
-                        body_noise=False, joint_noise=True, outputs=True, callable_outputs=False, float64=True)
+    caps = Capabilities(mjx_data=False, differentiable=False, per_world_params=True, extra_states=False,
+                        body_noise=False, joint_noise=True, outputs=True, callable_outputs=False, float64=True,
+                        per_world_outputs=False)
 
     def check_options(self, *, threads, naconmax):
         check_naconmax(naconmax, self.name, owner=False)  # threads: HostPool checks them
@@ -31,6 +34,9 @@ class MujocoBackend(Backend):
         """MuJoCo C at this stage (one world; vmap makes it one batched host call): ``HostData``.
         ``force`` (k, nv) constant: ``HostData.minv_f`` holds M(q)^-1 of its rows (joint-noise diffusion)."""
         key = mode if force is None else (mode, np.asarray(force, np.float64).tobytes())
+        fields = getattr(scene, "_world_fields", None)
+        if fields:
+            return self._evaluate_fields(scene, fields, key, t, x, ctrl, ws, mode, h, force)
         fn = scene._host_fns.get(key)
         if fn is None:
             fn = scene._host_fns[key] = _host.make_evaluator(scene._host, mode, force)
@@ -40,6 +46,28 @@ class MujocoBackend(Backend):
         f64 = jnp.float64
         out = fn(jnp.asarray(t, f64), jnp.asarray(x, f64)[:m.nq + m.nv + m.na],
                  jnp.reshape(jnp.asarray(ctrl, f64), (m.nu,)), jnp.asarray(ws, f64), jnp.asarray(h, f64))
+        return _host.HostData(out, m.nv, m.na)
+
+    # -- per-world model fields (issue 31) --
+    def with_params(self, scene, params):
+        """``scene`` evaluating with one world's model fields: the pool writes them into a thread's model copy
+        before the world's evaluation (``host.WorldFields``)."""
+        twin = copy.copy(scene)
+        twin._world_fields = dict(params)
+        return twin
+
+    def _evaluate_fields(self, scene, fields, key, t, x, ctrl, ws, mode, h, force):
+        layout = tuple((path, int(np.prod(jnp.shape(v), dtype=np.int64))) for path, v in fields.items())
+        fn = scene._host_fns.get(("fields", key, layout))
+        if fn is None:
+            fn = scene._host_fns[("fields", key, layout)] = _host.make_field_evaluator(scene._host, mode, force,
+                                                                                       layout)
+        m, f64 = scene.model, jnp.float64
+        ctrl = scene.data.ctrl if ctrl is None else ctrl
+        ws = np.zeros(m.nv) if ws is None else ws
+        p = jnp.concatenate([jnp.reshape(jnp.asarray(v, f64), (-1,)) for v in fields.values()])
+        out = fn(jnp.asarray(t, f64), jnp.asarray(x, f64)[:m.nq + m.nv + m.na],
+                 jnp.reshape(jnp.asarray(ctrl, f64), (m.nu,)), jnp.asarray(ws, f64), jnp.asarray(h, f64), p)
         return _host.HostData(out, m.nv, m.na)
 
     def euler(self, scene, t, x, h, ctrl, carry):
@@ -57,6 +85,9 @@ class MujocoBackend(Backend):
     def outputs(self, scene, specs, t, x, ctrl, ws):
         from ..outputs import needs_rne, split_row
 
+        if getattr(scene, "_world_fields", None):  # (issue 31) HostOutputs reads the pool's nominal model
+            raise BackendError("recorded outputs with per-world model fields (model_params, randomize) are not "
+                               "supported on backend='mujoco' yet: use backend='mjx'")
         key = ("outputs", tuple(specs), bool(needs_rne(specs)))
         fn = scene._host_fns.get(key)
         if fn is None:

@@ -91,7 +91,12 @@ RUN_OPTIONS: tuple[Option, ...] = (
                                "or key:NAME for a keyframe's ctrl held constant (default: none, motors get zero)")),
     Option("--param", dict(action="append", metavar="FIELD[:NAME]=V1,V2,...",
                            help="per-world model parameter sweep, one world per value (e.g. body_mass:torso=1,2,4; "
-                                "dof_damping:hinge=0.1,0.2); several --param zip (same count); MJX only")),
+                                "dof_damping:hinge=0.1,0.2); several --param zip (same count)")),
+    Option("--randomize", dict(nargs="+", action="extend", metavar="KEY=DIST",
+                               help="per-world model fields drawn from (seed, world, KEY): KEY field[:name][[i]] "
+                                    "(body_mass:torso, geom_friction:floor[0]), DIST uniform(a,b), normal(mu,sigma), "
+                                    "loguniform(a,b), choice(v1,...), prefixed * (scale) or + (add): --randomize "
+                                    "'body_mass:torso=*uniform(0.8,1.2)'; derived constants as mj_setConst")),
     Option("--outputs", dict(nargs="+", metavar="NAME",
                              help="recorded outputs: sensordata, sensor:<name>, xpos, site_xpos, cfrc_ext, energy, "
                                   "contact_force, ... (file: /outputs/<name>)"), "outputs"),
@@ -217,7 +222,7 @@ def rollout_kwargs(args, s: dict) -> dict:
               out=s["out"], resume=args.resume, chunk=s["chunk"], quaternion_update=s["quaternion_update"],
               backend=s["backend"], outputs=s["outputs"], output_semantics=s["output_semantics"],
               compression=None if args.compression == "none" else args.compression,
-              progress=not args.no_progress, keep=False)
+              progress=not args.no_progress, keep=False, randomize=parse_randomize(args.randomize))
     return kw
 
 
@@ -263,6 +268,19 @@ def load_ctrl(arg: str, model, batch: int, steps: int):
     return a
 
 
+def parse_randomize(items) -> dict | None:
+    """``--randomize KEY=DIST ...`` -> {KEY: DIST} (the distributions are checked by the run specification)."""
+    out = {}
+    for item in items or ():
+        key, eq, dist = item.partition("=")
+        if not eq or not key.strip() or not dist.strip():
+            raise CliError(f"--randomize {item!r}: give KEY=DIST, e.g. 'body_mass:torso=*uniform(0.8, 1.2)'")
+        if key.strip() in out:
+            raise CliError(f"--randomize {item!r}: {key.strip()!r} is given twice")
+        out[key.strip()] = dist.strip()
+    return out or None
+
+
 def parse_params(specs) -> tuple[list[tuple[str, list[float]]], int]:
     """``--param`` values -> ([(field[:name], values)], number of worlds); checked before anything loads."""
     out, n = [], None
@@ -286,15 +304,15 @@ def param_arrays(params, scene) -> dict:
     """model_params (B, *field shape) from the nominal values with each ``--param`` index set per world."""
     import numpy as np
 
-    from mjharness.rollout.engine.plan import _field
-    from mjharness.rollout.fit import resolve_param
+    from mjharness.rollout.engine.params import resolve_param
+    from mjharness.rollout.engine.plan import _field, backend_model
 
     arrays = {}
     for key, values in params:
         field, idx = resolve_param(scene.model, scene.mjx_model, key)
         base = arrays.get(field)
         if base is None:
-            nominal = np.asarray(_field(scene.mjx_model, field), np.float64)
+            nominal = np.asarray(_field(backend_model(scene), field), np.float64)
             base = arrays[field] = np.broadcast_to(nominal, (len(values),) + nominal.shape).copy()
         for w, v in enumerate(values):
             base[(w, *idx)] = v

@@ -38,6 +38,29 @@ def _dataset_line(name, obj) -> str:
             + (f" {obj.compression}" if obj.compression else "") + (" virtual" if obj.is_virtual else ""))
 
 
+def param_lines(f) -> list[str]:
+    """The per-world model fields: per randomize KEY its distribution and min/mean/max over the worlds (and the
+    key's elements), then the other per-world fields (explicit, derived by mj_setConst) by shape."""
+    params = f.model_params
+    if not params:
+        return []
+    import numpy as np
+
+    from mjharness.rollout.engine.randomize import resolve_targets
+
+    rand = f.attrs.get("randomize") or {}
+    rand = json.loads(rand) if isinstance(rand, str) else rand
+    lines = [f"model_params: {len(params)} per-world field(s)"]
+    for t in resolve_targets(f.model(), rand) if rand else ():
+        v = np.asarray(params[t.field]).reshape(len(params[t.field]), -1)[:, t.flat]
+        lines.append(f"  {t.key:28s} {rand[t.key]:24s} min {v.min():.6g}  mean {v.mean():.6g}  max {v.max():.6g}")
+    drawn = {t.field for t in resolve_targets(f.model(), rand)} if rand else set()
+    rest = [f"{k} {tuple(np.shape(v))}" for k, v in params.items() if k not in drawn]
+    if rest:
+        lines.append("  also per world: " + ", ".join(rest))
+    return lines
+
+
 def command(args) -> int:
     from mjharness.integrators.status import status_name
     from mjharness.rollout.h5 import open_rollout
@@ -60,6 +83,8 @@ def command(args) -> int:
         bad = [i for i, code in enumerate(status) if code]
         print(f"status: {status.size - len(bad)}/{status.size} ok"
               + "".join(f", world {i}: {status_name(status[i])} at step {int(f.status_step[i])}" for i in bad[:5]))
+        for line in param_lines(f):
+            print(line)
         if args.plot:
             png = args.png or os.path.splitext(args.file)[0] + ".png"
             plots.write_png(f, args.plot, png, plots.parse_worlds(args.worlds, f.batch), args.band)

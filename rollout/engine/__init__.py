@@ -30,7 +30,8 @@ def rollout(scene, integrator=None, *, dt: float | None = None, steps: int, batc
             perturb: float = 0.01, perturb_qpos: float = 0.0, devices=None, watchdog_s: float | None = None,
             keep: bool = True, t0: float = 0.0, mjx: str = "adapt", quaternion_update: str = "quaternion",
             carry: dict | None = None, outputs=None, output_semantics: str = "live", backend: str = "auto",
-            unsupported_contacts: str = "refuse", require_space: bool = False) -> RolloutResult:
+            unsupported_contacts: str = "refuse", randomize: dict | None = None,
+            require_space: bool = False) -> RolloutResult:
     """Roll ``scene`` out for ``batch`` worlds and ``steps`` steps of ``dt`` with ``integrator``.
 
     scene: an ``MjScene`` (or any model with ``.layout``/``.dynamics``), an ``MjModel``, a path, an
@@ -44,7 +45,15 @@ def rollout(scene, integrator=None, *, dt: float | None = None, steps: int, batc
         positions by ``perturb_qpos`` * N(0,1), seeded per world by (seed, i)), or explicit initial
         states ``x0`` (B, n) (or (n,) with ``batch``).
     ctrl: None, an array (B, steps, nu) (one control per step) or a jit-able ``ctrl(t, x) -> (nu,)``.
-    model_params: per-world MJX model fields, e.g. ``{"opt.gravity": (B, 3), "body_mass": (B, nbody)}``.
+    model_params: per-world model fields, e.g. ``{"opt.gravity": (B, 3), "body_mass": (B, nbody)}`` (MJX field
+        paths; on MuJoCo C the MjModel's), set as given (derived constants keep their nominal values).
+    randomize: per-world model fields drawn from distributions, ``{KEY: DIST}``: KEY ``field`` or ``field:name``
+        (``body_mass:torso``, ``dof_damping:hinge``, ``geom_friction:floor[0]``), DIST ``uniform(a, b)``,
+        ``normal(mu, sigma)``, ``loguniform(a, b)`` or ``choice(v1, ...)``, prefixed ``*`` (scale the nominal
+        value) or ``+`` (add to it). World i draws from (seed, global i, KEY); explicit ``model_params`` are set
+        first and the draws apply on top; each world's derived constants are then recomputed by ``mj_setConst``
+        (``engine.randomize``). The drawn and derived fields are ``result.model_params`` and the file's
+        ``/model_params/<field>`` (attribute ``randomize``: the distributions); docs/randomize.md.
     record_every: keep every k-th state; T = steps // record_every samples, at t0 + (j+1) k dt.
     chunk: steps per compiled call (rounded up to a multiple of record_every); device memory holds one
         chunk of samples. Default: max(1000 steps, 100 samples).

@@ -86,6 +86,16 @@ class ChunkStatic:
     remat_step: bool = False # jax.checkpoint each step too (simulate): reverse mode keeps states, not MJX data
 
 
+def world_scene(scene, names, params):
+    """The scene of one world with its per-world model fields: ``scene.with_params`` (an MjScene: its backend
+    decides how, MJX model fields or MuJoCo C per-world fields), else an MJX model replaced (a user's model)."""
+    if not names:
+        return scene
+    if callable(getattr(scene, "with_params", None)):
+        return scene.with_params(dict(zip(names, params)))
+    return scene.with_model(scene.mjx_model.tree_replace(dict(zip(names, params))))
+
+
 def _outputs_batched(scene, st: ChunkStatic):
     """(x, carry, t, u, params) batched over worlds -> {name: (B, ...)}: the outputs of every world."""
     from mjharness.adapters.outputs import evaluate_outputs
@@ -93,7 +103,7 @@ def _outputs_batched(scene, st: ChunkStatic):
     names = [p for p, _ in st.params]
 
     def world(x, carry, t, u, params):
-        sc = scene.with_model(scene.mjx_model.tree_replace(dict(zip(names, params)))) if names else scene
+        sc = world_scene(scene, names, params)
         return evaluate_outputs(sc, st.outputs, t, x, u, carry)
 
     return jax.vmap(world, in_axes=(0, 0, None, 0 if st.ctrl_mode == "array" else None, 0))
@@ -107,7 +117,7 @@ def _advance_world(scene, st: ChunkStatic):
     threaded = bool(st.carry)
 
     def world(x, carry, status, status_step, k, c: StepConstants, wid, u, params):
-        sc = scene.with_model(scene.mjx_model.tree_replace(dict(zip(names, params)))) if names else scene
+        sc = world_scene(scene, names, params)
         t = c.t0 + k * c.dt
         if mode == "callable":
             u = ctrl_fn(t, x)

@@ -161,7 +161,7 @@ def distributed_rollout(scene, integrator=None, spec: RunSpec | None = None, **o
     ld, rec, ex = spec.loading, spec.recording, spec.execution
     # Resolved once here (MJX model and data on a local device); make_plan keeps this scene's backend.
     scene = resolve_scene(scene, mjx=ld.mjx, quaternion_update=ld.quaternion_update, backend=ex.backend,
-                          needs=run_needs(spec.start.model_params, rec.outputs),
+                          needs=run_needs(spec.start.model_params, rec.outputs, spec.start.randomize),
                           unsupported_contacts=ld.unsupported_contacts, need_sensors=needs_sensors(rec.outputs))
     local = tuple(jax.local_devices())
     if ex.devices is not None:
@@ -192,7 +192,7 @@ def _joined_result(out, r, stats) -> RolloutResult:
         return RolloutResult(time=f.time, x=None, status=f.status, status_step=f.status_step, x0=f.x0,
                              layout=r.layout, qpos_segment=r.qpos_segment, qvel_segment=r.qvel_segment, path=out,
                              stats=stats, carry=carry, integrator=r.integrator, outputs=None,
-                             output_names=r._output_names)
+                             output_names=r._output_names, model_params=f.model_params)
 
 
 def _write_world_index(path, lo, B):

@@ -34,6 +34,8 @@ from mjharness.scenes import scene_info
 from .. import h5
 from ..errors import RolloutError
 from . import memory as _memory
+from .params import field_value, has_field
+from .randomize import randomized_params
 from .scene_view import BackendBound, Forward, PerWorldModel, SceneView
 from .spec import RunSpec, check_int, check_spec
 
@@ -185,12 +187,12 @@ def _perturb_scale(view: SceneView, n: int, perturb: float, perturb_qpos: float)
 
 
 def _field(m, path: str):
-    obj = m
-    for part in path.split("."):
-        if not hasattr(obj, part):
-            raise RolloutError(f"model_params: the MJX model has no field {path!r} (at {part!r})")
-        obj = getattr(obj, part)
-    return obj
+    return field_value(m, path, "model_params")
+
+
+def backend_model(scene):
+    """The model whose fields per-world parameters set: the MJX model, or (MuJoCo C) the MjModel."""
+    return scene.mjx_model if scene.mjx_model is not None else scene.model
 
 
 def check_model_params(scene, params, B: int, *, shared: bool = False) -> dict:
@@ -209,7 +211,7 @@ def check_model_params(scene, params, B: int, *, shared: bool = False) -> dict:
     for name, v in params.items():
         if not isinstance(name, str):
             raise RolloutError(f"model_params keys are MJX field paths like 'body_mass' or 'opt.gravity', got {name!r}")
-        ref = _field(scene.mjx_model, name)
+        ref = _field(backend_model(scene), name)
         dtype = ref.dtype if isinstance(ref, jax.core.Tracer) else np.asarray(ref).dtype
         if not np.issubdtype(dtype, np.floating):
             raise RolloutError(f"model_params[{name!r}]: the field is {dtype}, not a floating field; "
@@ -429,11 +431,15 @@ def check_outputs(scene, outputs, semantics) -> tuple:
         raise RolloutError(str(e)) from None
 
 
-def run_needs(model_params, outputs) -> dict[str, str]:
+def run_needs(model_params, outputs, randomize=None) -> dict[str, str]:
     """The backend capabilities a run's own arguments need ({capability: what asks}); the scene adds its own."""
     needs = {}
     if model_params:
         needs["per_world_params"] = f"model_params {sorted(model_params)}"
+    elif randomize:
+        needs["per_world_params"] = f"randomize {sorted(randomize)}"
+    if (model_params or randomize) and outputs:
+        needs["per_world_outputs"] = "recorded outputs with per-world model fields (model_params, randomize)"
     if outputs:
         needs["outputs"] = "recorded outputs"
     if has_callables(outputs):
@@ -449,6 +455,37 @@ def needs_sensors(outputs) -> bool:
 def _resumed_params_backend(path) -> tuple[dict, str | None]:
     with h5.open_rollout(path) as f:
         return f.model_params, h5.decode_attr(f.h5.attrs.get("backend")) or None
+
+
+def draw_params(scene, randomize: dict, seed: int, world_offset: int, B: int, explicit: dict) -> dict:
+    """Per-world fields of worlds ``world_offset .. world_offset + B`` drawn by ``randomize`` on top of the explicit
+    ``model_params`` (``engine.randomize``), restricted to the fields the scene's backend model has."""
+    view = SceneView.of(scene)
+    if view.model is None or not isinstance(scene, PerWorldModel):
+        raise RolloutError(f"randomize needs an MjScene (a MuJoCo model evaluated per world); got "
+                           f"{type(scene).__name__} (a System's members cannot be randomized yet)")
+    scene.backend_impl.require("per_world_params", f"randomize {sorted(randomize)} (model fields set per world)")
+    target = backend_model(scene)
+
+    def keep(field, shape):
+        if not has_field(target, field):
+            return False
+        ref = np.asarray(field_value(target, field))
+        return np.issubdtype(ref.dtype, np.floating) and ref.shape == tuple(shape)
+
+    return randomized_params(view.model, randomize, seed, world_offset + np.arange(B), explicit, keep)
+
+
+def _check_resumed_randomize(asked, in_file, resume):
+    """The randomization a run carries: the one asked for, or a resumed file's (which must equal a repeated ask)."""
+    if resume is None:
+        return asked
+    if in_file is not None:
+        in_file = json.loads(in_file)
+    if asked and asked != in_file:
+        raise RolloutError(f"resume={resume!r}: the file was randomized with {in_file}, randomize={asked} was asked "
+                           f"(a resume reuses the file's drawn values; pass the same or none)")
+    return in_file
 
 
 def make_plan(scene, integrator, spec: RunSpec, *, world_offset: int = 0, extra_attrs: dict | None = None) -> Plan:
@@ -467,7 +504,7 @@ def make_plan(scene, integrator, spec: RunSpec, *, world_offset: int = 0, extra_
     backend = requested((file_backend or AUTO, f"resume={resume!r}"), (ex.backend, "the run"))
     scene, backend_why = resolve_run_scene(
         scene, mjx=ld.mjx, quaternion_update=ld.quaternion_update, backend=backend,
-        needs=run_needs(start.model_params or file_params, rec.outputs),
+        needs=run_needs(start.model_params or file_params, rec.outputs, start.randomize),
         unsupported_contacts=ld.unsupported_contacts, need_sensors=needs_sensors(rec.outputs))
     integ = scene_integrator(scene, integrator)
     try:
@@ -480,6 +517,7 @@ def make_plan(scene, integrator, spec: RunSpec, *, world_offset: int = 0, extra_
     devs = check_devices(ex.devices)
 
     x0, batch, model_params = start.x0, start.batch, start.model_params
+    file_randomize = None
     if resume is not None:
         if x0 is not None or model_params:
             raise RolloutError("resume takes x0 and model_params from the file; do not pass them")
@@ -487,6 +525,7 @@ def make_plan(scene, integrator, spec: RunSpec, *, world_offset: int = 0, extra_
             raise RolloutError("resume takes the carry from the file; do not pass carry")
         with h5.open_rollout(out) as f:
             x0, model_params = f.x0, f.model_params
+            file_randomize = h5.decode_attr(f.h5.attrs.get("randomize")) or None
         if batch is not None and batch != x0.shape[0]:
             raise RolloutError(f"resume={resume!r}: the file has batch {x0.shape[0]}, batch={batch} was asked")
         batch = None
@@ -500,6 +539,9 @@ def make_plan(scene, integrator, spec: RunSpec, *, world_offset: int = 0, extra_
     B = x0.shape[0]
     ctrl_mode, ctrl_arr, ctrl_fn = check_ctrl(scene, start.ctrl, B, steps, layout.size)
     params = check_model_params(scene, model_params, B)
+    randomize = _check_resumed_randomize(start.randomize, file_randomize, resume)
+    if start.randomize and resume is None:
+        params = check_model_params(scene, draw_params(scene, start.randomize, start.seed, world_offset, B, params), B)
     carry_spec, carry0 = carry_plan(scene, integ, dt, B)
     carry0 = check_carry(start.carry, carry_spec, carry0)
     view = SceneView.of(scene)  # the scene's features the engine uses, read once
@@ -507,6 +549,8 @@ def make_plan(scene, integrator, spec: RunSpec, *, world_offset: int = 0, extra_
                    chunk=chunk, perturb=start.perturb, ctrl_attr=_ctrl_attr(ctrl_mode, ctrl_arr, ctrl_fn),
                    integ_source="argument" if integrator is not None else "scene")
     attrs.update(backend_reason=backend_why, perturb_qpos=start.perturb_qpos, **(extra_attrs or {}))
+    if randomize:
+        attrs["randomize"] = json.dumps(randomize, sort_keys=True)
     if out_specs:
         attrs.update(outputs=",".join(o.name for o in out_specs), output_semantics=rec.output_semantics)
     plan = Plan(scene=scene, integ=integ, kind=kind, dt=dt, steps=steps,

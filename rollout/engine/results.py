@@ -14,13 +14,14 @@ class RolloutResult:
     ``.status`` (B,) (``mjharness.integrators.Status`` codes), ``.status_step`` (B,) (-1 when ok),
     ``.x0`` (B, n), ``.carry`` (dict name -> (B, ...): the carried values after the last step),
     ``.integrator`` (the integrator object that ran), ``.outputs`` (name -> (T, B, ...) recorded outputs),
-    ``.layout``, ``.path`` (the HDF5 file or None),
+    ``.model_params`` (field -> (B, ...): the per-world model fields that ran, drawn by ``randomize`` with
+    their derived constants, or given as ``model_params``), ``.layout``, ``.path`` (the HDF5 file or None),
     ``.stats`` (wall_s, compile_s, steps_per_s, world_steps_per_s, worlds_ok, worlds_failed,
     file_bytes, ...). With ``keep=False`` the trajectory is not held in memory: ``.x`` reads the file.
     """
 
     def __init__(self, *, time, x, status, status_step, x0, layout, qpos_segment, qvel_segment, path, stats,
-                 carry=None, integrator=None, outputs=None, output_names=()):
+                 carry=None, integrator=None, outputs=None, output_names=(), model_params=None):
         self.time = time
         self._x = x
         self.status = status
@@ -35,6 +36,7 @@ class RolloutResult:
         self.integrator = integrator
         self._outputs = outputs
         self._output_names = tuple(output_names)
+        self.model_params = dict(model_params or {})
 
     @property
     def outputs(self) -> dict:

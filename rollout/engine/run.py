@@ -7,6 +7,7 @@ resumed run restarts from the file's last flushed sample: its state, carry and s
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time as _time
@@ -75,12 +76,21 @@ def _file_spec(plan: Plan, T: int, S: int, compression) -> h5.FileSpec:
     return h5.FileSpec(
         attrs=plan.attrs, model=model, compat_log=list(view.compat_log),
         layout=h5.layout_table(scene.layout, view.joint_of), x0=plan.x0,
-        model_params=plan.params, samples=T, qpos=view.qpos_segment,
+        model_params=plan.params, model_param_attrs=_param_attrs(plan), samples=T, qpos=view.qpos_segment,
         qvel=view.qvel_segment, time_chunk=S, compression=compression,
         carry_layout=tuple((name, int(np.prod(shape, dtype=np.int64))) for name, shape in plan.carry_spec),
         carry0=_flat_carry({k: v[None] for k, v in plan.carry0.items()}, plan.carry_spec, 1, B)[0]
         if plan.carry_spec else None, outputs=_output_records(plan),
         sensors=tuple(sensor_table(model)) if any(o.field == "sensordata" for o in plan.outputs) else ())
+
+
+def _param_attrs(plan: Plan) -> dict:
+    """{field: {"randomize": {KEY: DIST}}}: each randomized field's distributions, as the file records them."""
+    rand = json.loads(plan.attrs["randomize"]) if plan.attrs.get("randomize") else {}
+    out = {}
+    for key, dist in rand.items():
+        out.setdefault(key.partition(":")[0].partition("[")[0], {}).setdefault("randomize", {})[key] = dist
+    return {name: a for name, a in out.items() if name in plan.params}
 
 
 def _output_records(plan: Plan) -> tuple:
@@ -256,7 +266,7 @@ def execute(plan: Plan, *, progress, compression, watchdog_s, keep, resume) -> R
                          qpos_segment=plan.view.qpos_segment,
                          qvel_segment=plan.view.qvel_segment, path=plan.out, stats=stats,
                          carry=carry, integrator=plan.integ, outputs=outs_mem,
-                         output_names=tuple(o.name for o in plan.outputs))
+                         output_names=tuple(o.name for o in plan.outputs), model_params=plan.params)
 
 
 # How the chunk function was obtained (rollout/cache.compile_cached's source), as the phase line says it.

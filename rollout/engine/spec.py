@@ -20,6 +20,7 @@ import numpy as np
 from mjharness.adapters.backends import AUTO, BACKEND_NAMES
 
 from ..errors import RolloutError
+from .randomize import parse_dist
 
 SEMANTICS = ("live", "sampled")
 COMPRESSIONS = (None, "gzip", "lzf")
@@ -41,6 +42,8 @@ class Start:
         t0: time of x0.
         ctrl: None, an array (B, steps, nu) or a jit-able ``ctrl(t, x) -> (nu,)``.
         model_params: per-world model fields {field path: (B, *shape)}.
+        randomize: per-world model fields drawn from distributions {KEY: DIST} (``engine.randomize``),
+            keyed by (seed, global world, KEY); derived constants recomputed as ``mj_setConst`` would.
         carry: initial carry (e.g. a previous result's ``carry``); None = cold.
     """
 
@@ -52,6 +55,7 @@ class Start:
     t0: float = 0.0
     ctrl: Any = None
     model_params: dict | None = None
+    randomize: dict | None = None
     carry: dict | None = None
 
 
@@ -208,8 +212,13 @@ def check_spec(spec: RunSpec) -> RunSpec:
     if record_every > steps:
         raise RolloutError(f"record_every={record_every} > steps={steps}: nothing would be recorded")
     outputs = tuple(r.outputs or ())
+    if s.randomize is not None and not isinstance(s.randomize, dict):
+        raise RolloutError(f"randomize must be a dict {{KEY: DIST}}, got {type(s.randomize).__name__}")
+    for key, text in (s.randomize or {}).items():  # the distributions' syntax, before any scene is loaded
+        parse_dist(key, text)
     start = dataclasses.replace(
-        s, seed=check_int("seed", s.seed, 0), perturb=check_finite("perturb", s.perturb, 0),
+        s, randomize=dict(s.randomize) if s.randomize else None, seed=check_int("seed", s.seed, 0),
+        perturb=check_finite("perturb", s.perturb, 0),
         perturb_qpos=check_finite("perturb_qpos", s.perturb_qpos, 0), t0=check_finite("t0", s.t0),
         batch=None if s.batch is None else check_int("batch", s.batch, 1))
     recording = dataclasses.replace(r, record_every=record_every, outputs=outputs,
