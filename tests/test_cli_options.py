@@ -174,3 +174,20 @@ def test_param_sweep_is_one_world_per_value(tmp_path):
         assert f.batch == 3
         np.testing.assert_array_equal(f.model_params["dof_damping"][:, 0], [0.1, 0.5, 1.0])
         assert np.all(f.model_params["dof_damping"][:, 1] == 0)  # the other dof keeps its nominal value
+
+
+def test_dtype_float32_runs_and_files_in_float32_and_resume_keeps_it(tmp_path):
+    """--dtype float32 (in a subprocess: it switches JAX's float width for the whole process)."""
+    out = tmp_path / "f32.h5"
+    args = ["double_pendulum", "--steps", "40", "--record-every", "10", "--batch", "2", "--outputs", "qacc"]
+    p = _cli(*args, "--dtype", "float32", "--out", "f32.h5", cwd=tmp_path)
+    assert p.wait(300) == 0, p.communicate()[0]
+    ref = rollout("double_pendulum", steps=40, record_every=10, batch=2, progress=False)
+    with open_rollout(out) as f:
+        assert f.attrs["x64"] is False or f.attrs["x64"] == 0
+        assert f.x.dtype == np.float32 and f.qpos.dtype == np.float32 and f.h5["outputs/qacc"].dtype == np.float32
+        np.testing.assert_allclose(f.x, ref.x, rtol=0, atol=1e-4)  # float32 round-off, same run
+    p = _cli("--resume", "f32.h5", "--steps", "80", "--no-progress", cwd=tmp_path)  # the file's width by default
+    assert p.wait(300) == 0, p.communicate()[0]
+    with open_rollout(out) as f:
+        assert f.complete and f.samples == 8 and f.x.dtype == np.float32

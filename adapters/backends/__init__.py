@@ -94,4 +94,4 @@ def choose(requested: str, needs: dict[str, str], platform: str | None = None) -
     if missing:
         cap, what = next(iter(missing.items()))
         return MJX.name, f"auto: MJX, since {what} needs {CAPABILITIES[cap]} (MuJoCo C has none)"
-    return MUJOCO.name, "auto: MuJoCo C on CPU (faster there than MJX)"
+    return MUJOCO.name, "auto: MuJoCo C, the faster engine on CPU"

@@ -86,6 +86,9 @@ RUN_OPTIONS: tuple[Option, ...] = (
     Option("--devices", dict(type=int, help="number of devices to shard the batch over (default all)"), "devices"),
     Option("--watchdog-s", dict(type=float, help="stall limit per chunk in seconds (0 = off)"), "watchdog_s"),
     Option("--no-progress", dict(action="store_true", help="no progress bar")),
+    Option("--dtype", dict(choices=("float64", "float32"),
+                           help="float width of the dynamics and of the file's samples (default float64; "
+                                "MJHARNESS_X64=0 also gives float32)")),
     Option("--ctrl", dict(metavar="FILE|key:NAME",
                           help="controls: a .npy/.npz/.csv file of (steps, nu) (every world) or (batch, steps, nu), "
                                "or key:NAME for a keyframe's ctrl held constant (default: none, motors get zero)")),
@@ -186,7 +189,8 @@ def resume_settings(args, source: str) -> dict:
                 chunk=args.chunk or a.get("chunk") or DEFAULTS["chunk"],
                 backend=requested((a.get("backend") or AUTO, f"--resume {args.resume}"), (args.backend, "--backend")),
                 outputs=outputs,
-                output_semantics=a.get("output_semantics") or args.output_semantics)
+                output_semantics=a.get("output_semantics") or args.output_semantics,
+                dtype=args.dtype or {True: "float64", False: "float32"}.get(a.get("x64")))
 
 
 def fresh_settings(args, *, number_out: bool = True) -> dict:
@@ -212,7 +216,7 @@ def fresh_settings(args, *, number_out: bool = True) -> dict:
                 dt=args.dt, steps=pick("steps"), record_every=pick("record_every"), seed=pick("seed"),
                 batch=pick("batch"), out=out, quaternion_update=args.quaternion_update or "quaternion",
                 chunk=pick("chunk"), backend=args.backend, outputs=args.outputs,
-                output_semantics=args.output_semantics)
+                output_semantics=args.output_semantics, dtype=args.dtype)
 
 
 def rollout_kwargs(args, s: dict) -> dict:

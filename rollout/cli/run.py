@@ -84,6 +84,10 @@ def command(args) -> int:
         s = resume_settings(args, launch.resume_source(args.resume, process))
     else:
         s = fresh_settings(args, number_out=process is None)
+    if s["dtype"]:  # before anything is loaded or traced: MJX models and every array follow it
+        import jax
+
+        jax.config.update("jax_enable_x64", s["dtype"] == "float64")
     params, n_param = parse_params(args.param)
     if params:
         if args.resume:

@@ -78,6 +78,7 @@ def _file_spec(plan: Plan, T: int, S: int, compression) -> h5.FileSpec:
         layout=h5.layout_table(scene.layout, view.joint_of), x0=plan.x0,
         model_params=plan.params, model_param_attrs=_param_attrs(plan), samples=T, qpos=view.qpos_segment,
         qvel=view.qvel_segment, time_chunk=S, compression=compression,
+        sample_dtype="f8" if plan.attrs["x64"] else "f4",  # the file's samples have the run's float width
         carry_layout=tuple((name, int(np.prod(shape, dtype=np.int64))) for name, shape in plan.carry_spec),
         carry0=_flat_carry({k: v[None] for k, v in plan.carry0.items()}, plan.carry_spec, 1, B)[0]
         if plan.carry_spec else None, outputs=_output_records(plan),

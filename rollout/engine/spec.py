@@ -204,9 +204,10 @@ def check_spec(spec: RunSpec) -> RunSpec:
     the first bad value); nothing is loaded, compiled or written."""
     steps = check_int("steps", spec.steps, 1)
     if spec.dt is not None:
-        dt = check_finite("dt", spec.dt)
-        if not dt > 0:
-            raise RolloutError(f"dt must be a finite number > 0, got {spec.dt!r}")
+        dt = spec.dt
+        if isinstance(dt, bool) or not isinstance(dt, (int, float, np.integer, np.floating)) or not (
+                math.isfinite(dt) and dt > 0):
+            raise RolloutError(f"dt must be a finite number > 0, got {dt!r}")
     s, r, st, ex, ld = spec.start, spec.recording, spec.storage, spec.execution, spec.loading
     record_every = check_int("record_every", r.record_every, 1)
     if record_every > steps:
