@@ -154,8 +154,9 @@ def _parse_contact_force(m: mujoco.MjModel, name: str) -> OutputSpec | None:
     pairs = _contact_pairs(m)
     if len(pairs) == 0:
         raise OutputError("output 'contact_force': the model has no geom pair that can collide")
+    geoms = _names(m, _OBJ.mjOBJ_GEOM, m.ngeom)  # generic readers label the pairs by name; ids stay in pair_geom
     return OutputSpec(name, "contact_force", (len(pairs),), units="N", frame="contact normal (sum over the pair's "
-                      "contacts)", labels=tuple(f"{a}-{b}" for a, b in pairs),
+                      "contacts)", labels=tuple(f"{geoms[a]}-{geoms[b]}" for a, b in pairs),
                       extra=(("pair_geom", tuple(map(tuple, pairs.tolist()))),))
 
 

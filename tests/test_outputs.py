@@ -213,3 +213,13 @@ def test_xarray_opens_outputs(live):
     ds = xr.open_dataset(live.path, engine="h5netcdf", group="outputs", phony_dims="access")
     np.testing.assert_array_equal(ds["xpos"].sel(_xpos_2="arm").values, live.outputs["xpos"][:, :, 2])
     assert ds["sensordata"].dims[:2] == ("time", "world")
+
+
+def test_contact_pairs_are_labelled_by_geom_names(tmp_path):
+    """Generic readers see contact pairs by name (issue 29.9); the ids stay in the pair_geom attribute."""
+    path = tmp_path / "cf.h5"
+    rollout("box_on_plane", steps=20, batch=2, record_every=10, outputs=["contact_force"], out=path, progress=False)
+    with h5py.File(path, "r") as f:
+        ds = f["outputs/contact_force"]
+        labels = [v.decode() if isinstance(v, bytes) else str(v) for v in ds.dims[2][0][()]]
+        assert labels == ["floor-box"] and [list(p) for p in ds.attrs["pair_geom"]] == [[0, 1]]
