@@ -12,7 +12,7 @@ from jax.sharding import SingleDeviceSharding
 
 from mjharness.adapters import MjScene
 from mjharness.integrators import RK4, SemiImplicitEuler, StateSpec
-from mjharness.rollout import cache, rollout
+from mjharness.rollout import cache, open_rollout, rollout
 
 # The disk cache of traced chunk functions serves the MJX path (MuJoCo C's host calls are not exported).
 KW = dict(dt=0.002, steps=40, batch=3, record_every=10, chunk=20, seed=1, progress=False, backend="mjx")
@@ -133,3 +133,15 @@ def test_second_process_takes_the_trace_from_disk():
     assert cc["second_trace_cache"] == "exported"
     assert cc["same_result"]
     assert cc["second"]["trace_s"] < cc["first"]["trace_s"]
+
+
+def test_a_resume_from_the_file_model_reuses_the_trace(export_cache, tmp_path):
+    """The file's model (MJB, signature 0) keys like the model that ran: a resume does not trace again."""
+    path = tmp_path / "r.h5"
+    first = rollout("double_pendulum", "rk4", out=path, **dict(KW, steps=20))
+    assert first.stats["trace_cache"] in ("traced", "exported", "in-process")
+    with open_rollout(path) as f:
+        model = f.model()
+    assert MjScene(model, backend="mjx").trace_key() == MjScene("double_pendulum", backend="mjx").trace_key()
+    again = rollout(MjScene(model, backend="mjx"), "rk4", resume=path, **dict(KW, steps=40, batch=None))
+    assert again.stats["trace_cache"] in ("in-process", "exported")  # the first run's trace, not a new one

@@ -76,7 +76,9 @@ class MjxBackend(Backend):
         return mjx_outputs(scene, specs, t, x, ctrl, ws)
 
     def digest(self, h, scene):
-        tree_digest(h, scene.mjx_model)
+        # A model read back from a file (MJB) has signature 0, the same model otherwise; MJX's dynamics never read
+        # the signature (only spec lookups do), so it stays out of the key and a resume reuses the cached trace.
+        tree_digest(h, scene.mjx_model.replace(signature=0))
         tree_digest(h, scene._template)
 
 
