@@ -191,3 +191,21 @@ def test_dtype_float32_runs_and_files_in_float32_and_resume_keeps_it(tmp_path):
     assert p.wait(300) == 0, p.communicate()[0]
     with open_rollout(out) as f:
         assert f.complete and f.samples == 8 and f.x.dtype == np.float32
+
+
+def test_long_phases_are_announced_before_the_progress_bar(tmp_path):
+    """Loading and compiling say so at once, with the cache source, before the bar (order, not timing)."""
+    xml = tmp_path / "new.xml"
+    xml.write_text('<mujoco model="fresh"><worldbody><body><joint name="j" axis="0 1 0"/>'
+                   '<geom type="capsule" fromto="0 0 0 .3 0 0" size=".03"/></body></worldbody></mujoco>')
+    env = dict(os.environ, MJHARNESS_CACHE_DIR=str(tmp_path / "cache"))  # cold: nothing cached
+    for backend, phase in (("mjx", "rollout: compiling the chunk function (mjx"), ("mujoco", "rollout: ")):
+        p = subprocess.run([sys.executable, "-m", "mjharness.rollout.cli", "run", str(xml), "--backend", backend,
+                            "--steps", "20", "--batch", "2", "--out", str(tmp_path / f"{backend}.h5")],
+                           env=env, capture_output=True, text=True, timeout=600)
+        assert p.returncode == 0, p.stderr[-2000:]
+        err = p.stderr
+        bar = err.index("0/20")
+        assert err.index("mjharness run: loading") < err.index(phase) < bar, err
+        if backend == "mjx":
+            assert "compiled in" in err[:bar] and "traced here" in err[:bar], err
