@@ -191,3 +191,12 @@ def test_every_exception_class_of_ours_derives_from_the_base():
                     and not issubclass(cls, MjHarnessError)):
                 missing.append(f"{info.name}.{name}")
     assert not missing, missing
+
+
+def test_the_docs_capability_table_is_the_code_s():
+    """docs/run.md's table of what each backend can do is generated from the declarations (no drift)."""
+    rows = [f"| `{c}`: {what} | " + " | ".join("yes" if b.caps.has(c) else "no" for b in BACKENDS.values()) + " |"
+            for c, what in CAPABILITIES.items()]
+    text = (ROOT / "docs" / "run.md").read_text()
+    missing = [r for r in rows if r not in text]
+    assert not missing, "docs/run.md's capability table differs from adapters/backends:\n" + "\n".join(missing)
