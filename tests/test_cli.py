@@ -71,7 +71,10 @@ def test_run_without_arguments_works(default_runs):
         assert a["dt"] == model.opt.timestep == mujoco.MjModel.from_xml_path(scene_path(DEFAULT_SCENE)).opt.timestep
         assert (a["steps"], a["batch"], a["record_every"], a["seed"]) == (1000, 16, 10, 0)
         assert np.all(f.status == 0) and np.all(np.isfinite(f.x))
-        # boxes dropped from a perturbed height settle on the plane: z near the half size 0.1
+        # the default perturbation moves velocities only: every world starts at the model's resting qpos
+        assert np.array_equal(f.x0[:, :model.nq], np.broadcast_to(model.qpos0, (16, model.nq)))
+        assert np.ptp(f.x0[:, model.nq:model.nq + model.nv], axis=0).min() > 0  # velocities differ per world
+        # the boxes settle on the plane: z near the half size 0.1
         assert np.all(np.abs(f.state("box/pos")[-1, :, 2] - 0.1) < 0.01)
     out = p.stdout
     assert "worlds: 16/16 ok, 0 failed" in out
