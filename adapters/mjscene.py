@@ -467,6 +467,10 @@ class MjScene:
         return self._with_carry(dx, d, carry)
     # -- end implicitfast --
 
+    def chunk_runner(self, request, batch: int):
+        """The backend's host function for whole chunks of a run (``Backend.chunk_runner``), or None."""
+        return self.backend_impl.chunk_runner(self, request, batch)
+
     def project(self, x):
         """After a full step: clamp limited activations to actrange, as MuJoCo's mj_advance does."""
         if not self.model.na:

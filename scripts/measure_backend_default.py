@@ -13,32 +13,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
-import subprocess
-import sys
-import tempfile
-import time
 
-SUMMARY = re.compile(r"wall ([\d.]+) s, compile ([\d.]+) s .*?\(([\d.]+) world-steps/s\)")
-
-
-def one(scene: str, backend: str, steps: int, batch: int, timeout: float) -> dict:
-    with tempfile.TemporaryDirectory() as d:
-        env = dict(os.environ, MJHARNESS_CACHE_DIR=os.path.join(d, "cache"))
-        argv = [sys.executable, "-m", "mjharness.rollout.cli", "run", scene, "--steps", str(steps), "--batch",
-                str(batch), "--backend", backend, "--no-progress", "--out", os.path.join(d, "r.h5")]
-        t = time.perf_counter()
-        try:
-            p = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            return dict(scene=scene, backend=backend, error=f"timeout {timeout:g} s")
-        total = time.perf_counter() - t
-    m = SUMMARY.search(p.stdout)
-    chosen = re.search(r"backend (\w+) \(", p.stderr)
-    if p.returncode or not m:
-        return dict(scene=scene, backend=backend, error=(p.stderr or p.stdout)[-300:], total_s=total)
-    return dict(scene=scene, backend=backend, ran=chosen.group(1) if chosen else "?", total_s=round(total, 2),
-                compile_s=float(m.group(2)), world_steps_per_s=float(m.group(3)))
+# One cold run per (scene, backend): rollout/bench/coldstart.py (also behind `mjharness bench --cold-start`).
+from mjharness.rollout.bench.coldstart import cold_run as one
 
 
 def main() -> int:

@@ -54,8 +54,9 @@ def test_cell_fields_and_throughput(cell):
     assert by["mjx_step"]["peak_bytes"] >= B * 2 * 8
     assert by["mujoco_rollout"]["nthread"] >= 1
     assert by["rollout_h5"]["file_bytes"] > 0 and by["rollout"]["file_bytes"] == 0
-    # The h5 peer runs the function the plain engine peer compiled: its compile is a reuse, not a figure.
-    assert (by["rollout_h5"]["compile_cache"], by["rollout_h5"]["compile_s"]) == ("in-process", 0.0)
+    # The h5 peer runs the function the plain engine peer compiled: its compile is a reuse, not a figure (or, on
+    # MuJoCo C stepping its own scheme, nothing is compiled: "host", issue 30).
+    assert (by["rollout_h5"]["compile_cache"], by["rollout_h5"]["compile_s"]) in (("in-process", 0.0), ("host", 0.0))
     # The engine peers run the scene's own integrator (the pendulum says Euler): the integrator peer's.
     for p in ("rollout", "rollout_h5"):
         assert by[p]["integrator"] == by["semi_implicit_euler"]["integrator"]
@@ -120,7 +121,7 @@ def test_integrator_peers_run_through_rollout(cell, scene, monkeypatch):
                          perturb=0.3)
     (row,) = c["results"]
     assert len(calls) == 1 + row["calls"] == 4  # the warm-up, then the timed calls
-    assert row["compile_cache"] == "in-process" and row["compile_s"] == 0.0
+    assert row["compile_cache"] in ("in-process", "host") and row["compile_s"] == 0.0  # host: whole chunks in C
     assert row["call_s"] == [round(r.stats["run_s"], 6) for _, r in calls[1:]]
     for (kw, r), (kw_next, _) in zip(calls, calls[1:]):
         assert (kw["steps"], kw["record_every"], kw["chunk"]) == (STEPS, STEPS, STEPS)

@@ -15,13 +15,13 @@ Adding a backend is one module with a ``Backend`` subclass and one line in ``BAC
 
 from __future__ import annotations
 
-from .base import CAPABILITIES, Backend, BackendError, Capabilities
+from .base import CAPABILITIES, Backend, BackendError, Capabilities, ChunkRequest
 from .mjx import MJX
 from .mujoco_c import MUJOCO
 from .warp import WARP
 
-__all__ = ["Backend", "BackendError", "Capabilities", "CAPABILITIES", "BACKENDS", "BACKEND_NAMES", "AUTO",
-           "get_backend", "check_name", "requested", "choose"]
+__all__ = ["Backend", "BackendError", "Capabilities", "CAPABILITIES", "ChunkRequest", "BACKENDS", "BACKEND_NAMES",
+           "AUTO", "get_backend", "check_name", "requested", "choose"]
 
 AUTO = "auto"
 # The table the CLI's choices, the docs and the resolution come from (order: the default's candidates first).

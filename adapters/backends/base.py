@@ -21,6 +21,35 @@ CAPABILITIES = {
 }
 
 
+@dataclass(frozen=True)
+class ChunkRequest:
+    """What a run asks of each chunk, for a backend that may run whole chunks itself (``Backend.chunk_runner``).
+
+    Attributes:
+        integ: the integrator object.
+        kind: "fixed" | "stochastic" | "adaptive".
+        dt: the step; t0: time of step 0; steps: total steps of the run.
+        record_every: steps per recorded sample; chunk: steps per chunk (a multiple of record_every).
+        ctrl_mode: "none" | "array" | "callable".
+        per_world_params: whether model fields are set per world.
+        carry: ((name, shape), ...) carried between steps.
+        outputs: adapters.outputs.OutputSpec rows; semantics: "live" | "sampled".
+    """
+
+    integ: object
+    kind: str
+    dt: float
+    t0: float
+    steps: int
+    record_every: int
+    chunk: int
+    ctrl_mode: str
+    per_world_params: bool
+    carry: tuple
+    outputs: tuple = ()
+    semantics: str = "live"
+
+
 class BackendError(ContractError):
     """A request the chosen dynamics backend cannot serve (e.g. differentiation through MuJoCo C)."""
 
@@ -126,6 +155,12 @@ class Backend:
 
     def outputs(self, scene, specs, t, x, ctrl, ws) -> dict:
         raise NotImplementedError
+
+    def chunk_runner(self, scene, request: ChunkRequest, batch: int):
+        """A host function running whole chunks of ``request`` for ``batch`` worlds, or None: the engine's
+        compiled chunk (``rollout/engine/chunk.py``) then calls this backend stage by stage. The function is
+        ``run(x, carry, status, status_step, k0, ctrl) -> HostChunk`` (``backends/host_chunk.py``)."""
+        return None
 
     def cast_input(self, x, dtype):
         """The state as this backend's kernels take it."""

@@ -28,6 +28,7 @@ import jax.numpy as jnp
 import mujoco
 import numpy as np
 
+from . import host_batch as _host_batch
 from .base import BackendError
 
 MODES = ("forward", "euler", "implicit")
@@ -158,13 +159,15 @@ def make_evaluator(pool: HostPool, mode: str, force: np.ndarray | None = None):
     if force is not None:
         force = np.ascontiguousarray(force, dtype=np.float64).reshape(-1, pool.model.nv)
     shape = jax.ShapeDtypeStruct((pool.width + (0 if force is None else force.size),), jnp.float64)
+    # A stage that needs only mj_forward runs the whole batch in C (host_batch.py: no Python per world).
+    host = (_host_batch.forward_caller(pool) if _host_batch.batched(pool, mode, force)
+            else lambda *a: pool.evaluate(mode, *a, force=force))
 
     @jax.custom_jvp
     def evaluate(t, x, ctrl, ws, h):
         lead = jnp.shape(x)[:-1]
         spec = jax.ShapeDtypeStruct(lead + shape.shape, shape.dtype)
-        return jax.pure_callback(lambda *a: pool.evaluate(mode, *a, force=force), spec, t, x, ctrl, ws, h,
-                                 vmap_method="broadcast_all")
+        return jax.pure_callback(host, spec, t, x, ctrl, ws, h, vmap_method="broadcast_all")
 
     @evaluate.defjvp
     def _no_jvp(primals, tangents):

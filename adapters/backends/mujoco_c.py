@@ -11,6 +11,7 @@ import numpy as np
 from mjharness.scenes import load_native
 
 from . import host as _host
+from . import host_chunk as _host_chunk
 from .base import Backend, BackendError, Capabilities, check_naconmax
 
 
@@ -99,6 +100,12 @@ class MujocoBackend(Backend):
         flat = fn(jnp.asarray(t, f64), jnp.asarray(x, f64)[:m.nq + m.nv + m.na],
                   jnp.reshape(jnp.asarray(ctrl, f64), (m.nu,)), jnp.reshape(jnp.asarray(ws, f64), (m.nv,)))
         return split_row(specs, flat)
+
+    def chunk_runner(self, scene, request, batch):
+        # MuJoCo's own scheme and nothing per stage in JAX: one batched mj_step call per chunk (host_chunk.py).
+        if _host_chunk.why_not(scene, request):
+            return None
+        return _host_chunk.ChunkRunner(scene, request, batch)
 
     def digest(self, h, scene):
         # The host evaluation reads the scene's data (applied forces, mocap) copied into its pool.

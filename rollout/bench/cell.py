@@ -14,6 +14,7 @@ import os
 import tempfile
 
 from .peers import (
+    C_PAIRS,
     DEFAULT_PEERS,
     ENGINE_PEERS,
     NATIVE,
@@ -126,12 +127,15 @@ def add_agreement(rows, finals, same) -> None:
     import numpy as np
 
     ref = next((p for p in (NATIVE, REFERENCE) if p in finals), None)
+    # A C backend peer stepping another scheme than the scene's is held to mujoco.rollout stepping that scheme.
+    own_native = {p: n for p, n, _ in C_PAIRS if p not in same and n in finals}
     for r in rows:
         r["agrees_with"] = None
-        if ref is None or r["peer"] not in same:
+        yardstick = own_native.get(r["peer"], ref if r["peer"] in same else None)
+        if yardstick is None:
             continue
-        (q, v), (q0, v0) = finals[r["peer"]], finals[ref]
-        r["agrees_with"] = ref
+        (q, v), (q0, v0) = finals[r["peer"]], finals[yardstick]
+        r["agrees_with"] = yardstick
         r["max_dqpos"] = float(np.max(np.abs(np.asarray(q) - np.asarray(q0)), initial=0.0))
         r["max_dqvel"] = float(np.max(np.abs(np.asarray(v) - np.asarray(v0)), initial=0.0))
 
@@ -142,6 +146,9 @@ def add_ratios(rows) -> None:
     for r in rows:
         for key, ref in (("x_mjx", REFERENCE), ("x_native", NATIVE)):
             r[key] = by[ref] / r["world_steps_per_s"] if ref in by else None
+    for peer, native, _ in C_PAIRS:  # issue 30: our C backend's speed as a fraction of mujoco.rollout's
+        if peer in by and native in by:
+            next(r for r in rows if r["peer"] == peer)["vs_mujoco_rollout"] = by[peer] / by[native]
     if "rollout" in by and "rollout_h5" in by:
         for r in rows:
             if r["peer"] == "rollout_h5":

@@ -69,8 +69,10 @@ def engine_peer(name, scene, x0, *, integ, dt, steps, record_every, sample, chai
     except BaseException:
         close()
         raise
-    # The warm-up compiled, or reused this process's function (then compile_s is 0: no figure).
-    cache = "in-process" if stats[0]["trace_cache"] == "in-process" else cache_word(*counts)
+    # The warm-up compiled, or reused this process's function, or compiled nothing (MuJoCo C running whole
+    # chunks: "host"); compile_s is then 0, no figure.
+    first = stats[0]["trace_cache"]
+    cache = first if first in ("in-process", "host") else cache_word(*counts)
 
     def finish(times, _):
         return result_row(name, batch=x0.shape[0], steps=steps, times=times, compile_s=stats[0]["compile_s"],

@@ -46,14 +46,18 @@ from .timing import Peer, compile_timed, device_peak, result_row, timed, warm, x
 __all__ = ["RAW_PEERS", "ENGINE_PEERS", "DEFAULT_PEERS", "REFERENCE", "NATIVE", "BenchError", "peer_names",
            "check_peers", "check_counts", "scene_scheme", "same_scheme", "setup_peer", "native_states"]
 
-RAW_PEERS = ("mjx_step", "mjx_forward", "mujoco_rollout")
+RAW_PEERS = ("mjx_step", "mjx_forward", "mujoco_rollout", "mujoco_rollout_rk4")
 ENGINE_PEERS = ("rollout", "rollout_h5")
 OUTPUT_PEERS = ("rollout_outputs",)  # rollout() recording outputs (bench/outputs.py)
-BACKEND_PEERS = ("backend_mujoco", "backend_warp")  # rollout() on another dynamics backend (bench/backends.py)
+# rollout() on another dynamics backend (bench/backends.py); backend_mujoco_rk4: MuJoCo C stepping RK4
+BACKEND_PEERS = ("backend_mujoco", "backend_mujoco_rk4", "backend_warp")
 # The default selection: every raw and engine peer, and the two integrators the targets compare.
 DEFAULT_PEERS = ("mjx_step", "mjx_forward", "semi_implicit_euler", "rk4", "mujoco_rollout", "rollout", "rollout_h5")
 REFERENCE = "mjx_step"
 NATIVE = "mujoco_rollout"
+NATIVE_RK4 = "mujoco_rollout_rk4"  # mujoco.rollout with <option integrator="RK4"> on a copy of the model
+# Our MuJoCo C backend beside mujoco.rollout stepping the same scheme (issue 30): (peer, its native yardstick, scheme)
+C_PAIRS = (("backend_mujoco", NATIVE, "Euler"), ("backend_mujoco_rk4", NATIVE_RK4, "RK4"))
 
 
 class BenchError(UserError, ValueError):
@@ -86,7 +90,8 @@ def same_scheme(scene) -> tuple[str, ...]:
     they must agree (to rounding and solver tolerance), which shows they did the same work."""
     own = scene_scheme(scene)
     # The backend peers step with the scene's own scheme when it names one (bench/backends.py).
-    return (REFERENCE, NATIVE) + ENGINE_PEERS + ((own,) + BACKEND_PEERS if own else ())
+    backends = tuple(p for p in BACKEND_PEERS if p != "backend_mujoco_rk4")  # RK4 on any scene: its own pair
+    return (REFERENCE, NATIVE) + ENGINE_PEERS + ((own,) + backends if own else ())
 
 
 # -- raw MJX --------------------------------------------------------------------------------------
@@ -170,12 +175,17 @@ def native_states(scene, x0):
     return out
 
 
-def _setup_native(scene, x0, steps, nthread=None) -> Peer:
+def _setup_native(scene, x0, steps, nthread=None, name=NATIVE) -> Peer:
+    import copy
+
     import mujoco
     import numpy as np
     from mujoco import rollout as mjrollout
 
     m = scene.model
+    if name == NATIVE_RK4:  # the same model stepping MuJoCo's RK4 (a copy: the scene's model is untouched)
+        m = copy.deepcopy(m)
+        m.opt.integrator = mujoco.mjtIntegrator.mjINT_RK4
     nthread = nthread or os.cpu_count() or 1
     B = x0.shape[0]
     s0 = native_states(scene, x0)
@@ -196,11 +206,11 @@ def _setup_native(scene, x0, steps, nthread=None) -> Peer:
     nq, nv = m.nq, m.nv  # mjSTATE_FULLPHYSICS rows: time, qpos, qvel, act, ...
 
     def finish(times, last):
-        return result_row(NATIVE, batch=B, steps=steps, times=times, compile_s=setup_s,
+        return result_row(name, batch=B, steps=steps, times=times, compile_s=setup_s,
                           mem=int(buf.nbytes + s0.nbytes),
                           extra=dict(finite=bool(np.all(np.isfinite(last))), nthread=nthread))
 
-    return Peer(NATIVE, call, state, warm_s, (first[:, 1:1 + nq], first[:, 1 + nq:1 + nq + nv]), finish, r.close)
+    return Peer(name, call, state, warm_s, (first[:, 1:1 + nq], first[:, 1 + nq:1 + nq + nv]), finish, r.close)
 
 
 # -- through rollout() ------------------------------------------------------------------------------
@@ -229,8 +239,8 @@ def setup_peer(name, scene, x0, *, steps, dt, record_every=10, nthread=None, run
     ``run_steps``: steps of an engine peer's call (default ``steps``); ``out``: ``rollout_h5``'s file."""
     if name in ("mjx_step", "mjx_forward"):
         return _setup_mjx(scene, x0, steps, name)
-    if name == NATIVE:
-        return _setup_native(scene, x0, steps, nthread)
+    if name in (NATIVE, NATIVE_RK4):
+        return _setup_native(scene, x0, steps, nthread, name)
     if name in BACKEND_PEERS:
         return setup_backend_peer(name, scene, x0, steps=steps, dt=dt, nthread=nthread)
     if name in OUTPUT_PEERS:

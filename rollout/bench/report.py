@@ -17,6 +17,10 @@ TARGETS = (
     ("semi_implicit_euler", "mjx_step", 1.10, 64, "semi_implicit_euler / mjx_step time", "same work"),
     ("rk4", "mjx_forward", 4.4, 1, "rk4 / mjx_forward time", "4 forward calls + updates vs 1 forward"),
     ("rollout_h5", "rollout", 1.10, 1, "rollout_h5 / rollout wall", "HDF5 export at record_every={record_every}"),
+    # Issue 30: MuJoCo C backend >= 0.95x (Euler) and >= 0.90x (RK4) mujoco.rollout's world-steps/s.
+    ("backend_mujoco", "mujoco_rollout", 1 / 0.95, 1024, "backend_mujoco / mujoco_rollout time", "Euler, C backend"),
+    ("backend_mujoco_rk4", "mujoco_rollout_rk4", 1 / 0.90, 1024, "backend_mujoco_rk4 / mujoco_rollout_rk4 time",
+     "RK4, C backend"),
 )
 
 
@@ -115,6 +119,9 @@ def _cell_lines(c) -> list[str]:
         lines.append(f"  {r['peer']:22s} {_si(r['world_steps_per_s']):>13s} {_ratio(r.get('x_mjx')):>7s} "
                      f"{_ratio(r.get('x_native')):>8s} {r['compile_s']:9.2f} {r.get('compile_cache', '-'):>10s} "
                      f"{format_bytes(r['peak_bytes']):>10s}{bad}")
+    vs = [f"{r['peer']} {r['vs_mujoco_rollout']:.3f}x" for r in c["results"] if r.get("vs_mujoco_rollout")]
+    if vs:
+        lines.append(f"  C backend / mujoco.rollout world-steps/s (same scheme, interleaved): {', '.join(vs)}")
     return lines
 
 

@@ -33,6 +33,9 @@ def add_parser(sub) -> None:
                    help="the README's measurement plan (pendulum, chain12, humanoid at several batches)")
     p.add_argument("--cache-check", action="store_true",
                    help="also run, per SCENE, two fresh processes against an empty cache (second vs first compile)")
+    p.add_argument("--cold-start", action="store_true",
+                   help="also time, per SCENE, a fresh `mjharness run` process per backend (mujoco, mjx) against an "
+                        "empty compile cache, at the first --batch and --steps")
     p.add_argument("--grad", action="store_true",
                    help="instead: time and peak memory of jax.grad through simulate vs the forward run (RK4, "
                         "SCENE default double_pendulum, each --batch, --steps)")
@@ -51,7 +54,20 @@ def command(args) -> int:
                           repeats=args.repeats, min_time=args.min_time, record_every=args.record_every,
                           nthread=args.nthread, full=args.full, cache_check=args.cache_check, json_path=args.json,
                           log=log)
+    if args.cold_start:
+        from mjharness.rollout.bench.coldstart import cold_starts
+        from mjharness.rollout.bench.plan import DEFAULT_SCENES
+        from mjharness.rollout.bench.report import write_json
+
+        report["cold_start"] = cold_starts(args.scenes or DEFAULT_SCENES, steps=args.steps, batch=args.batch[0],
+                                           log=log)
+        if args.json:
+            write_json(report, args.json)
     print(format_table(report))
+    if report.get("cold_start"):
+        from mjharness.rollout.bench.coldstart import format_cold
+
+        print("\n".join(format_cold(report["cold_start"], args.steps, args.batch[0])))
     if args.json:
         print(f"\nwrote {args.json}")
     return 1 if report["errors"] else 0

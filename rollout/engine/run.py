@@ -7,6 +7,7 @@ resumed run restarts from the file's last flushed sample: its state, carry and s
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -15,10 +16,11 @@ import time as _time
 import jax
 import numpy as np
 
+from mjharness.adapters.backends import ChunkRequest
 from mjharness.adapters.outputs import flagged_rows, output_attrs, sensor_table
 
 from .. import h5
-from .chunk import ChunkInput, ChunkStatic, StepConstants, WorldState, compiled_chunk, shardings
+from .chunk import ChunkInput, ChunkOutput, ChunkStatic, StepConstants, WorldState, compiled_chunk, shardings
 from .plan import Plan
 from .results import RolloutResult
 
@@ -208,21 +210,54 @@ def _loop(plan: Plan, st: ChunkStatic, compiled, state, chunk_input, *, writer, 
     return np.array(st_h), np.array(sst_h), {name: np.asarray(v)[:B] for name, v in carry_h.items()}
 
 
+def _host_chunks(plan: Plan, B: int):
+    """(chunk function, chunk_input) when the scene's backend runs whole chunks on the host (MuJoCo's own scheme
+    on MuJoCo C: one batched mj_step call per chunk), else None: the compiled chunk. The function takes and
+    gives what the compiled one does (``WorldState``, ``ChunkOutput``), as host arrays."""
+    if plan.view.chunk_runner is None:
+        return None
+    req = ChunkRequest(integ=plan.integ, kind=plan.kind, dt=plan.dt, t0=plan.t0, steps=plan.steps,
+                       record_every=plan.record_every, chunk=plan.chunk, ctrl_mode=plan.ctrl_mode,
+                       per_world_params=bool(plan.params), carry=plan.carry_spec, outputs=plan.outputs,
+                       semantics=plan.output_semantics)
+    runner = plan.view.chunk_runner(req, B)
+    if runner is None:
+        return None
+
+    def chunk_input(k):
+        return k, (plan.ctrl[:, k:k + plan.chunk] if plan.ctrl_mode == "array" else None)
+
+    def run(state: WorldState, inp) -> ChunkOutput:
+        r = runner(*state, *inp)
+        return ChunkOutput(state=WorldState(r.x, r.carry, r.status, r.status_step), xs=r.xs, carries=r.carries,
+                           outputs=r.outputs)
+
+    return run, chunk_input
+
+
 def execute(plan: Plan, *, progress, compression, watchdog_s, keep, resume) -> RolloutResult:
     scene = plan.scene
     B = plan.x0.shape[0]
     ndev = len(plan.devices)
     st = _static(plan, -(-B // ndev) * ndev)
-    (s_in, i_in), _ = shardings(st)
     x, carry, status, status_step = _start_state(plan, resume)
-    chunk_input = _input_maker(plan, i_in, st.batch)
-    state = _device_state(x, carry, status, status_step, s_in, st.batch)
     t_wall = _time.perf_counter()
     say = _phase_printer(progress)
-    say(f"compiling the chunk function ({plan.attrs.get('backend') or 'jax'}, batch {B}, {plan.chunk} steps per "
-        f"chunk)...")
-    compiled, compile_s, trace_s, trace_source = compiled_chunk(scene, st, (state, chunk_input(plan.start_step)))
-    say(f"compiled in {compile_s:.1f} s ({COMPILE_SOURCES.get(trace_source, trace_source)})")
+    host = _host_chunks(plan, B)
+    if host is not None:  # the backend runs whole chunks itself (MuJoCo C: adapters/backends/host_chunk.py)
+        st = dataclasses.replace(st, batch=B)
+        (compiled, chunk_input), state = host, WorldState(x, carry, status, status_step)
+        compile_s, trace_s, trace_source = 0.0, 0.0, "host"
+        say(f"{plan.attrs.get('backend')} runs whole chunks of {plan.chunk} steps natively (batch {B}): nothing "
+            f"to compile")
+    else:
+        (s_in, i_in), _ = shardings(st)
+        chunk_input = _input_maker(plan, i_in, st.batch)
+        state = _device_state(x, carry, status, status_step, s_in, st.batch)
+        say(f"compiling the chunk function ({plan.attrs.get('backend') or 'jax'}, batch {B}, {plan.chunk} steps per "
+            f"chunk)...")
+        compiled, compile_s, trace_s, trace_source = compiled_chunk(scene, st, (state, chunk_input(plan.start_step)))
+        say(f"compiled in {compile_s:.1f} s ({COMPILE_SOURCES.get(trace_source, trace_source)})")
 
     # Only now (inputs checked, function compiled) does anything touch the disk, under the file's writer lock.
     lock = h5.FileLock(plan.out).acquire() if plan.out else None
@@ -272,7 +307,8 @@ def execute(plan: Plan, *, progress, compression, watchdog_s, keep, resume) -> R
 
 # How the chunk function was obtained (rollout/cache.compile_cached's source), as the phase line says it.
 COMPILE_SOURCES = {"in-process": "already compiled in this process", "exported": "trace from the disk cache",
-                   "traced": "traced here and cached for the next process", "plain": "traced here; not cacheable"}
+                   "traced": "traced here and cached for the next process", "plain": "traced here; not cacheable",
+                   "host": "whole chunks run natively by the backend, nothing compiled"}
 
 
 def _phase_printer(progress):

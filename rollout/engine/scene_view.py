@@ -36,6 +36,7 @@ FEATURES: dict[str, tuple[str, Any, Callable[[Any], bool]]] = {
     "joint_of": ("state name -> joint name (file /layout)", None, callable),
     "x0": ("the default state (initial states)", None, callable),
     "describe": ("a System's members, order and couplings (file attributes)", None, callable),
+    "chunk_runner": ("whole chunks run by the backend on the host (Backend.chunk_runner)", None, callable),
 }
 
 
@@ -54,6 +55,7 @@ class SceneView:
     joint_of: Callable | None
     x0: Callable | None
     describe: Callable | None
+    chunk_runner: Callable | None
 
     @classmethod
     def of(cls, scene) -> SceneView:

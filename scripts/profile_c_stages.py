@@ -1,0 +1,120 @@
+"""Where a stage's time goes on backend="mujoco" when it runs stage by stage (issue 30, item 2).
+
+Integrators that are not MuJoCo's own scheme (adaptive, stochastic, our RK variants) evaluate each stage
+through one batched ``jax.pure_callback`` into ``HostPool.evaluate``. Per stage of the whole batch:
+
+    total      the engine's run_s / stage evaluations (the compiled chunk: XLA arithmetic + callback + host)
+    host       time inside the host call (``HostPool.evaluate``, the per-world loop, or ``BatchForward``, the
+               whole batch's mj_forward in C; counted by wrapping both)
+    mj_forward MuJoCo C's own mj_forward of the batch: the time of the ``Batch.forward`` calls inside the
+               stages (``host_batch.BatchForward``), or for stages on the per-world loop, a ``Batch.forward``
+               of the final states on the same threads: the floor a stage cannot go below
+    overhead   total - mj_forward, as a share of total (the issue's bar: <= 15 %)
+
+    python scripts/profile_c_stages.py --scene humanoid --batch 1024 --steps 20 --integrator dormand_prince
+
+Timing is only meaningful on a quiet machine: the 1-minute load average is printed with every figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+
+import mujoco
+import numpy as np
+from mujoco.batch import Batch
+
+from mjharness.adapters import MjScene
+from mjharness.adapters.backends.host import HostPool
+from mjharness.adapters.backends.host_batch import BatchForward
+from mjharness.rollout import initial_states, rollout
+
+
+def _count_host():
+    """Count and time every host stage evaluation, ``HostPool.evaluate`` (the per-world loop) and
+    ``BatchForward.__call__`` (whole-batch mj_forward), and the ``Batch.forward`` calls inside the latter (MuJoCo
+    C's own time of those very stages), wrapped on their classes: {"calls", "s", "forward_calls", "forward_s"}."""
+    acc = {"calls": 0, "s": 0.0, "forward_calls": 0, "forward_s": 0.0}
+    for cls, name, key in ((HostPool, "evaluate", ""), (BatchForward, "__call__", ""), (Batch, "forward", "forward_")):
+        inner = getattr(cls, name)
+
+        def timed(*a, _inner=inner, _key=key, **kw):
+            t = time.perf_counter()
+            try:
+                return _inner(*a, **kw)
+            finally:
+                acc[_key + "calls"] += 1
+                acc[_key + "s"] += time.perf_counter() - t
+
+        setattr(cls, name, timed)
+    return acc
+
+
+def forward_floor(scene, x, ws, threads: int, repeats: int = 5) -> float:
+    """Seconds of mj_forward over the batch ``x`` (B, n) with warm starts ``ws`` on ``threads`` threads, no Python
+    per world (Batch.forward), median of ``repeats``."""
+    m = scene.model
+    b = Batch(m, x.shape[0], nthread=threads)
+    b.bind("qpos")[:] = x[:, :m.nq]
+    b.bind("qvel")[:] = x[:, m.nq:m.nq + m.nv]
+    b.bind("act")[:] = x[:, m.nq + m.nv:m.nq + m.nv + m.na]
+    b.bind("qacc_warmstart")[:] = ws
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        b.forward()
+        times.append(time.perf_counter() - t)
+    return float(np.median(times))
+
+
+def profile(scene_name: str, integrator: str, batch: int, steps: int, threads: int) -> dict:
+    scene = MjScene(scene_name, backend="mujoco", threads=threads)
+    x0 = initial_states(scene, batch, 0, 0.01)
+    dt = float(scene.model.opt.timestep)
+    rollout(scene, integrator, dt=dt, steps=steps, x0=x0, progress=False, record_every=steps)  # compile + warm
+    acc = _count_host()
+    r = rollout(scene, integrator, dt=dt, steps=steps, x0=x0, progress=False, record_every=steps)
+    assert r.stats["trace_cache"] != "host", "this integrator ran whole chunks in C: nothing to profile per stage"
+    stages = acc["calls"]
+    total, host = r.stats["run_s"] / stages, acc["s"] / stages
+    if acc["forward_calls"] == stages:  # every stage was a Batch.forward: its own time is mj_forward's, exactly
+        fwd, source = acc["forward_s"] / stages, "Batch.forward inside the stages"
+    else:  # the per-world loop: mj_forward of the final states on the same threads, no Python per world
+        fwd = forward_floor(scene, np.asarray(r.x[-1]), np.asarray(r.carry["qacc_warmstart"]), threads)
+        source = "Batch.forward of the final states"
+    return dict(scene=scene_name, integrator=integrator, batch=batch, steps=steps, threads=threads, stages=stages,
+                stage_ms=1e3 * total, host_ms=1e3 * host, mj_forward_ms=1e3 * fwd,
+                host_python_copies_ms=1e3 * (host - fwd), callback_xla_ms=1e3 * (total - host), mj_forward_from=source,
+                overhead=(total - fwd) / total, load=round(os.getloadavg()[0], 2),
+                mujoco=mujoco.__version__)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--scene", default="humanoid")
+    ap.add_argument("--integrator", nargs="+", default=["dormand_prince", "euler_maruyama"])
+    ap.add_argument("--batch", type=int, default=1024)
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    rows = []
+    for integ in a.integrator:
+        row = profile(a.scene, integ, a.batch, a.steps, a.threads)
+        rows.append(row)
+        print(f"{row['scene']} {integ} batch {row['batch']}: {row['stages']} stages, "
+              f"per stage {row['stage_ms']:.2f} ms "
+              f"= mj_forward {row['mj_forward_ms']:.2f} + host Python/copies {row['host_python_copies_ms']:.2f} "
+              f"+ callback/XLA {row['callback_xla_ms']:.2f}; overhead {row['overhead']:.1%} (load {row['load']})",
+              flush=True)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,266 @@
+"""Issue 30: on backend="mujoco", MuJoCo's own scheme runs whole chunks in C (adapters/backends/host_chunk.py).
+
+The whole-chunk path is ``mj_step`` itself, so its states and warm starts equal MuJoCo C's bit for bit;
+against the stage-by-stage path (our update arithmetic in XLA) it agrees to the backend's bound (1e-12).
+Chunking, record_every, groups of records and resuming change nothing; worlds that ``mj_step`` would
+reset (bad qpos/qvel/qacc) follow the engine's rule exactly as the stage path does.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import mujoco
+import numpy as np
+import pytest
+from backend_common import C_INTEGRATOR, OURS, worlds
+
+from mjharness.adapters import MjScene
+from mjharness.adapters.backends import ChunkRequest, host_chunk
+from mjharness.integrators import RK4, RK38, STATUS_NONFINITE, SemiImplicitEuler
+from mjharness.rollout import open_rollout, rollout
+from mjharness.scenes import load_scene
+
+TOL = 1e-12
+_SCENES: dict[str, MjScene] = {}
+
+
+def _scene(name: str) -> MjScene:
+    if name not in _SCENES:
+        model = load_scene(name, mjx="strict")
+        if name == "arm":
+            model.dof_damping[:] = [0.3, 0.2, 0.1, 0.5]  # mj_Euler's implicit damping
+        _SCENES[name] = MjScene(model, backend="mujoco", threads=2)
+    return _SCENES[name]
+
+
+def _ctrl(m, ctrl, steps):
+    """(B, steps, nu) controls varying per step (the per-step ctrl path), or None when the model has none."""
+    if not m.nu:
+        return None
+    ramp = 1.0 + 0.5 * np.sin(np.arange(steps) / 7.0)
+    return ctrl[:, None, :] * ramp[None, :, None]
+
+
+def _mj_step(m, method, x0, u, steps):
+    """(states (T, B, n), warm starts (T, B, nv)) of MuJoCo C's own mj_step."""
+    old = m.opt.integrator
+    m.opt.integrator = C_INTEGRATOR[method]
+    try:
+        xs, ws = np.empty((steps,) + x0.shape), np.empty((steps, x0.shape[0], m.nv))
+        for b in range(x0.shape[0]):
+            d = mujoco.MjData(m)
+            d.qpos[:], d.qvel[:], d.act[:] = x0[b, :m.nq], x0[b, m.nq:m.nq + m.nv], x0[b, m.nq + m.nv:]
+            for k in range(steps):
+                if u is not None:
+                    d.ctrl[:] = u[b, k]
+                mujoco.mj_step(m, d)
+                xs[k, b], ws[k, b] = np.concatenate([d.qpos, d.qvel, d.act]), d.qacc_warmstart
+    finally:
+        m.opt.integrator = old
+    return xs, ws
+
+
+class _Staged(SemiImplicitEuler):
+    """SemiImplicitEuler under another type: not MuJoCo's scheme to host_chunk, so it runs stage by stage."""
+
+
+class _StagedRK4(RK4):
+    pass
+
+
+class _StagedImplicit(OURS["implicit_fast"]):
+    pass
+
+
+STAGED = {"euler": _Staged, "rk4": _StagedRK4, "implicit_fast": _StagedImplicit}
+
+
+def _run(scene, integ, x0, u, steps, **kw):
+    m = scene.model
+    return rollout(scene, integ, dt=m.opt.timestep, steps=steps, x0=x0, ctrl=u, progress=False, **kw)
+
+
+CASES = [("box_on_plane", "euler"), ("box_on_plane", "rk4"), ("box_on_plane", "implicit_fast"), ("arm", "euler"),
+         ("arm", "rk4"), ("arm", "implicit_fast"), ("mixed", "rk4"), ("humanoid", "euler"), ("humanoid", "rk4")]
+
+
+@pytest.mark.parametrize("name,method", CASES)
+def test_whole_chunks_are_mj_step_bit_for_bit(name, method):
+    scene = _scene(name)
+    m = scene.model
+    steps = 12 if name == "humanoid" else 60
+    x0, ctrl = worlds(m, 4)
+    u = _ctrl(m, ctrl, steps)
+    r = _run(scene, OURS[method](), x0, u, steps, chunk=25)
+    assert r.stats["trace_cache"] == "host"  # the whole-chunk path ran
+    xs, ws = _mj_step(m, method, x0, u, steps)
+    np.testing.assert_array_equal(r.x, xs)
+    np.testing.assert_array_equal(r.carry["qacc_warmstart"], ws[-1])
+    staged = _run(scene, STAGED[method](), x0, u, steps, chunk=25)
+    assert staged.stats["trace_cache"] != "host"
+    # The stage path's update is XLA arithmetic: ulps apart per step, amplified by contacts (humanoid: 2.4e-12
+    # at |x| ~ 15 after 12 steps), so the bound is relative there as in test_backends' C spread.
+    assert np.abs(staged.x - r.x).max() <= TOL * max(1.0, np.abs(xs).max())
+    assert np.abs(staged.carry["qacc_warmstart"] - r.carry["qacc_warmstart"]).max() <= 1e-9 * max(
+        1.0, np.abs(ws[-1]).max())
+
+
+def test_chunking_record_every_groups_and_resume_change_nothing(tmp_path, monkeypatch):
+    scene = _scene("arm")
+    m = scene.model
+    steps, R = 47, 3  # steps not a multiple of R: the tail steps run but are not recorded
+    x0, ctrl = worlds(m, 5)
+    u = _ctrl(m, ctrl, steps)
+    ref = _run(scene, SemiImplicitEuler(), x0, u, steps, record_every=R, chunk=48)
+    xs, ws = _mj_step(m, "euler", x0, u, steps)
+    np.testing.assert_array_equal(ref.x, xs[R - 1::R][:steps // R])
+    np.testing.assert_array_equal(ref.carry["qacc_warmstart"], ws[-1])
+    monkeypatch.setattr(host_chunk, "RECORD_BYTES", 1)  # one sample per Batch.rollout call
+    small = _run(scene, SemiImplicitEuler(), x0, u, steps, record_every=R, chunk=9)
+    np.testing.assert_array_equal(small.x, ref.x)
+    np.testing.assert_array_equal(small.carry["qacc_warmstart"], ref.carry["qacc_warmstart"])
+    # A resumed file (the controls are the scene's own: a resume must be given the file's ctrl array) continues
+    # from the stored state and warm start as if it had never stopped.
+    whole = _run(scene, SemiImplicitEuler(), x0, None, steps, record_every=R, chunk=9)
+    path = tmp_path / "r.h5"
+    _run(scene, SemiImplicitEuler(), x0, None, 30, record_every=R, out=path)
+    resumed = rollout(scene, SemiImplicitEuler(), dt=m.opt.timestep, steps=steps, record_every=R, resume=path,
+                      progress=False)
+    assert resumed.stats["trace_cache"] == "host"
+    np.testing.assert_array_equal(resumed.x, whole.x)
+    np.testing.assert_array_equal(open_rollout(path).x, whole.x)
+
+
+# A free-spinning hinge (no gravity: qacc = 0 unless driven, so both paths do the same additions). qvel 1e11:
+# mj_step warns (|qvel| > 1e10) and resets the world; the engine runs on, finite. A motor of gear 1e298 at
+# ctrl 1e10 (the largest ctrl MuJoCo takes) overflows qacc at that step: the engine freezes the world there.
+SPIN = """
+<mujoco>
+  <option timestep="0.01" gravity="0 0 0"/>
+  <worldbody>
+    <body name="rod">
+      <joint name="hinge" type="hinge" axis="0 1 0"/>
+      <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.01" mass="0.01"/>
+    </body>
+  </worldbody>
+  <actuator><motor joint="hinge" gear="1e298"/></actuator>
+</mujoco>"""
+
+
+def test_worlds_mj_step_would_reset_follow_the_engine_rule():
+    scene = MjScene(mujoco.MjModel.from_xml_string(SPIN), backend="mujoco", threads=2)
+    steps = 20
+    x0 = np.tile(scene.x0(), (3, 1))
+    x0[:, 1] = [0.1, 1e11, 0.2]
+    u = np.zeros((3, steps, 1))
+    u[2, 6:] = 1e10
+    fast = _run(scene, SemiImplicitEuler(), x0, u, steps, chunk=4)
+    staged = _run(scene, _Staged(), x0, u, steps, chunk=4)
+    assert fast.stats["trace_cache"] == "host" and staged.stats["trace_cache"] != "host"
+    np.testing.assert_array_equal(fast.status, staged.status)
+    np.testing.assert_array_equal(fast.status_step, staged.status_step)
+    assert list(fast.status) == [0, 0, STATUS_NONFINITE] and fast.status_step[2] == 6  # in the second chunk
+    assert np.abs(fast.x[:, 1]).max() > 1e10 and np.isfinite(fast.x).all()  # ran on past mj_step's limit
+    np.testing.assert_array_equal(fast.x, staged.x)
+    k = int(fast.status_step[2])  # frozen at the state before the failing step, k > 0 so after row k - 1
+    np.testing.assert_array_equal(fast.x[k:, 2], np.broadcast_to(fast.x[k - 1, 2], fast.x[k:, 2].shape))
+
+
+@pytest.mark.parametrize("semantics", ["live", "sampled"])
+def test_outputs_of_whole_chunks_equal_the_stage_path(semantics):
+    scene = _scene("arm")
+    m = scene.model
+    steps = 30
+    x0, ctrl = worlds(m, 3)
+    u = _ctrl(m, ctrl, steps)
+    outs = ("xpos", "cfrc_ext", "qacc", "actuator_force")
+    kw = dict(record_every=4, chunk=12, outputs=outs, output_semantics=semantics)
+    fast, staged = _run(scene, SemiImplicitEuler(), x0, u, steps, **kw), _run(scene, _Staged(), x0, u, steps, **kw)
+    assert fast.stats["trace_cache"] == "host"
+    for k in outs:
+        assert np.abs(fast.outputs[k] - staged.outputs[k]).max() <= 1e-9 * max(1.0, np.abs(staged.outputs[k]).max()), k
+    if semantics == "sampled":  # what mj_step leaves in mjData: the forward pass before the step, bit for bit
+        mm = copy.deepcopy(m)
+        mm.opt.integrator = C_INTEGRATOR["euler"]
+        d = mujoco.MjData(mm)
+        d.qpos[:], d.qvel[:] = x0[1, :m.nq], x0[1, m.nq:m.nq + m.nv]
+        for k in range(steps):
+            d.ctrl[:] = u[1, k]
+            mujoco.mj_step(mm, d)
+            if (k + 1) % 4 == 0:
+                np.testing.assert_array_equal(fast.outputs["xpos"][(k + 1) // 4 - 1, 1], d.xpos)
+
+
+def _request(integ, **kw):
+    base = dict(integ=integ, kind="fixed", dt=0.002, t0=0.0, steps=10, record_every=1, chunk=10, ctrl_mode="none",
+                per_world_params=False, carry=(("qacc_warmstart", (6,)),))
+    return ChunkRequest(**{**base, **kw})
+
+
+def test_what_keeps_the_stage_path():
+    scene = _scene("box_on_plane")
+    assert host_chunk.why_not(scene, _request(SemiImplicitEuler())) == ""
+    assert "not one of MuJoCo's own schemes" in host_chunk.why_not(scene, _request(RK38()))
+    assert "not one of MuJoCo's own schemes" in host_chunk.why_not(scene, _request(_Staged()))
+    assert "ctrl function" in host_chunk.why_not(scene, _request(RK4(), ctrl_mode="callable"))
+    assert "per-world" in host_chunk.why_not(scene, _request(RK4(), per_world_params=True))
+    qdot = MjScene(scene.model, backend="mujoco", quaternion_update="quaternion_qdot", threads=1)
+    assert "quaternion_qdot" in host_chunk.why_not(qdot, _request(RK4()))
+    clock = MjScene(mujoco.MjModel.from_xml_string(
+        '<mujoco><worldbody><body><freejoint/><geom size=".1"/></body></worldbody>'
+        '<sensor><clock/></sensor></mujoco>'), backend="mujoco", threads=1)
+    assert "time" in host_chunk.why_not(clock, _request(SemiImplicitEuler()))
+    r = rollout(scene, "rk4", steps=3, batch=2, progress=False, ctrl=None)
+    assert r.stats["trace_cache"] == "host"
+    r = rollout(scene, "rk38", steps=3, batch=2, progress=False)
+    assert r.stats["trace_cache"] != "host"
+
+
+@pytest.mark.parametrize("name", ["arm", "humanoid"])
+def test_batched_forward_stage_equals_the_per_world_loop(name):
+    """host_batch.BatchForward (whole batch in C) gives HostPool.evaluate's bits, warm start and controls used."""
+    from mjharness.adapters.backends.host_batch import BatchForward, batched
+
+    scene = _scene(name)
+    pool, m = scene._host, scene.model
+    x0, ctrl = worlds(m, 5)
+    rng = np.random.default_rng(3)
+    ws = rng.standard_normal((5, m.nv))
+    t, h = np.linspace(0.0, 0.1, 5), np.full(5, m.opt.timestep)
+    ref = pool.evaluate("forward", t, x0, ctrl, ws, h)
+    np.testing.assert_array_equal(BatchForward(pool)(t, x0, ctrl, ws, h), ref)
+    one = BatchForward(pool)(t[1], x0[1], ctrl[1], ws[1], h[1])  # no batch axis: one world
+    np.testing.assert_array_equal(one, ref[1])
+    assert batched(pool, "forward", None) and not batched(pool, "forward", np.eye(m.nv))
+    assert not batched(pool, "implicit", None) and batched(pool, "euler", None) == (not pool._damped)
+
+
+def test_batched_forward_takes_bad_states_as_given():
+    """Batch.forward would reset a world with |qvel| > 1e10 (mj_step's checks); the stage sees the state as given."""
+    from mjharness.adapters.backends.host_batch import BatchForward
+
+    scene = MjScene(mujoco.MjModel.from_xml_string(SPIN), backend="mujoco", threads=2)
+    pool = scene._host
+    x = np.array([[0.3, 0.1], [1e9 + 7.0, 1e11], [0.002, 0.2]])
+    args = (np.zeros(3), x, np.array([[0.0], [1e-290], [0.0]]), np.zeros((3, 1)), np.full(3, 0.01))
+    ref = pool.evaluate("forward", *args)
+    np.testing.assert_array_equal(BatchForward(pool)(*args), ref)
+    assert ref[1, 0] == 1e11 and ref[1, 1] != 0  # qvel and the motor's qacc as given, not the reset's zeros
+
+
+def test_bench_reports_the_c_backend_against_mujoco_rollout_per_scheme():
+    from mjharness.rollout import bench
+
+    scene = MjScene("bench_pendulum", backend="mjx")
+    peers = ("mujoco_rollout", "backend_mujoco", "mujoco_rollout_rk4", "backend_mujoco_rk4")
+    c = bench.bench_cell(scene, batch=3, steps=20, peers=peers, repeats=1, min_time=0.0, perturb=0.3, nthread=2)
+    by = {r["peer"]: r for r in c["results"]}
+    for peer, native, scheme in (("backend_mujoco", "mujoco_rollout", "semi_implicit_euler"),
+                                 ("backend_mujoco_rk4", "mujoco_rollout_rk4", "rk4")):
+        row = by[peer]
+        assert row["scheme"] == scheme and row["agrees_with"] == native
+        assert row["max_dqpos"] == 0.0 and row["max_dqvel"] == 0.0  # whole chunks in C: mj_step's own bits
+        assert row["vs_mujoco_rollout"] == pytest.approx(row["world_steps_per_s"] / by[native]["world_steps_per_s"])
+    text = bench.format_table({"machine": bench.machine_info(), "cells": [c]})
+    assert "C backend / mujoco.rollout world-steps/s" in text and "backend_mujoco_rk4" in text
