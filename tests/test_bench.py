@@ -24,7 +24,7 @@ from mjharness.rollout.bench.timing import Peer, time_interleaved
 from mjharness.rollout.cli import main as cli_main
 from mjharness.scenes import load_scene
 
-PEERS = ("mjx_step", "semi_implicit_euler", "mujoco_rollout", "rollout", "rollout_h5")
+PEERS = ("mjx_step", "semi_implicit_euler", "mujoco_rollout", "rollout", "rollout_h5", "rollout_h5_nocheck")
 B, STEPS, EVERY = 2, 20, 5
 
 
@@ -72,11 +72,31 @@ def test_ratios_follow_from_throughput(cell):
     assert by["mjx_step"]["x_mjx"] == 1.0 and by["mujoco_rollout"]["x_native"] == 1.0
     assert by["rollout_h5"]["x_rollout"] == pytest.approx(
         by["rollout"]["world_steps_per_s"] / by["rollout_h5"]["world_steps_per_s"], rel=1e-12)
+    # Issue 28: the chunk checksums' cost, the checksummed file against the same run without them.
+    assert by["rollout_h5"]["checksum_cost"] == pytest.approx(
+        by["rollout_h5_nocheck"]["world_steps_per_s"] / by["rollout_h5"]["world_steps_per_s"] - 1.0, rel=1e-12)
+    assert by["rollout_h5_nocheck"]["file_bytes"] > 0
     # Targets: only the ones this cell measures (batch 2 < 64: no SemiImplicitEuler target).
     t = bench.targets([cell])
-    assert [x["target"] for x in t] == ["rollout_h5 / rollout wall"]
+    assert [x["target"] for x in t] == ["rollout_h5 / rollout wall", "rollout_h5 / rollout_h5_nocheck wall"]
     assert t[0]["value"] == by["rollout_h5"]["x_rollout"] and t[0]["met"] == (t[0]["value"] <= 1.10)
     assert t[0]["note"] == f"HDF5 export at record_every={EVERY}"
+    assert t[1]["value"] == pytest.approx(1.0 + by["rollout_h5"]["checksum_cost"], rel=1e-12)
+
+
+def test_files_have_chunk_checksums_unless_the_bench_measures_without(tmp_path):
+    import h5py
+
+    from mjharness.rollout import rollout
+    from mjharness.rollout.h5.format import without_checksums
+
+    rollout("bench_pendulum", steps=4, batch=1, out=tmp_path / "a.h5", progress=False)
+    with without_checksums():
+        rollout("bench_pendulum", steps=4, batch=1, out=tmp_path / "b.h5", progress=False)
+    rollout("bench_pendulum", steps=4, batch=1, out=tmp_path / "c.h5", progress=False)  # back on after the block
+    for name, want in (("a.h5", True), ("b.h5", False), ("c.h5", True)):
+        with h5py.File(tmp_path / name, "r") as f:
+            assert f["x"].fletcher32 is want, name
 
 
 def test_peers_do_the_same_work(cell, scene):

@@ -6,6 +6,7 @@ peers on another backend or recording outputs), so none of them imports another 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 
@@ -32,14 +33,15 @@ def scene_scheme(scene) -> str | None:
 
 
 def engine_peer(name, scene, x0, *, integ, dt, steps, record_every, sample, chained, clock, extra,
-                chunk=None, out=None, outputs=None) -> Peer:
+                chunk=None, out=None, outputs=None, context=contextlib.nullcontext) -> Peer:
     """A peer whose call is one ``rollout()`` of ``steps`` steps from the state (x, t0).
 
     ``sample``: which recorded sample of the warm-up call is the state after the cell's steps (the
     agreement check). ``chained``: the next call starts where this one ended (else every call starts
     from x0: a whole run as a user makes it). ``clock``: ``"run_s"`` times the engine's compiled chunk
     calls and their host transfer, ``"wall"`` the whole ``rollout()`` call. ``extra(stats)``: the
-    peer's own fields of its result row.
+    peer's own fields of its result row. ``context()``: entered around every call (e.g. files without
+    chunk checksums, to measure what they cost).
     """
     from mjharness.rollout import rollout
     from mjharness.rollout.engine import integrator_config
@@ -49,8 +51,9 @@ def engine_peer(name, scene, x0, *, integ, dt, steps, record_every, sample, chai
     def call(state):
         x, t0 = state
         t = time.perf_counter()
-        r = rollout(scene, integ, dt=dt, steps=steps, x0=x, t0=t0, record_every=record_every, chunk=chunk,
-                    out=out, overwrite=True, progress=False, keep=out is None, outputs=outputs)
+        with context():
+            r = rollout(scene, integ, dt=dt, steps=steps, x0=x, t0=t0, record_every=record_every, chunk=chunk,
+                        out=out, overwrite=True, progress=False, keep=out is None, outputs=outputs)
         wall = time.perf_counter() - t
         stats.append(r.stats)
         if not firsts:

@@ -33,10 +33,12 @@ even when every damping is 0, ours only when some damping is positive, as MuJoCo
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 
 from mjharness.integrators.errors import UserError
+from mjharness.rollout.h5.format import without_checksums
 
 from .backends import setup_backend_peer
 from .engine_peer import engine_peer, integrators, scene_scheme
@@ -47,12 +49,16 @@ __all__ = ["RAW_PEERS", "ENGINE_PEERS", "DEFAULT_PEERS", "REFERENCE", "NATIVE", 
            "check_peers", "check_counts", "scene_scheme", "same_scheme", "setup_peer", "native_states"]
 
 RAW_PEERS = ("mjx_step", "mjx_forward", "mujoco_rollout", "mujoco_rollout_rk4")
-ENGINE_PEERS = ("rollout", "rollout_h5")
+ENGINE_PEERS = ("rollout", "rollout_h5", "rollout_h5_nocheck")
+# Engine peers writing a file, and what is around each of their calls (the checksum-free one measures the
+# Fletcher-32 chunk checksums' cost; users' files always have them).
+FILE_PEERS = {"rollout_h5": contextlib.nullcontext, "rollout_h5_nocheck": without_checksums}
 OUTPUT_PEERS = ("rollout_outputs",)  # rollout() recording outputs (bench/outputs.py)
 # rollout() on another dynamics backend (bench/backends.py); backend_mujoco_rk4: MuJoCo C stepping RK4
 BACKEND_PEERS = ("backend_mujoco", "backend_mujoco_rk4", "backend_warp")
 # The default selection: every raw and engine peer, and the two integrators the targets compare.
-DEFAULT_PEERS = ("mjx_step", "mjx_forward", "semi_implicit_euler", "rk4", "mujoco_rollout", "rollout", "rollout_h5")
+DEFAULT_PEERS = ("mjx_step", "mjx_forward", "semi_implicit_euler", "rk4", "mujoco_rollout", "rollout", "rollout_h5",
+                 "rollout_h5_nocheck")
 REFERENCE = "mjx_step"
 NATIVE = "mujoco_rollout"
 NATIVE_RK4 = "mujoco_rollout_rk4"  # mujoco.rollout with <option integrator="RK4"> on a copy of the model
@@ -221,7 +227,7 @@ def _setup_integrator(scene, x0, steps, name, dt) -> Peer:
                         sample=0, chained=True, clock="run_s", extra=lambda stats: {})
 
 
-def _setup_engine(name, scene, x0, *, steps, dt, record_every, run_steps, out) -> Peer:
+def _setup_engine(name, scene, x0, *, steps, dt, record_every, run_steps, out, context) -> Peer:
     """``rollout`` / ``rollout_h5``: ``rollout(scene, None, ...)`` (the scene's own integrator) for
     ``run_steps`` (a multiple of ``steps``), recording every ``record_every``, to ``out`` (or memory)."""
     def extra(stats):
@@ -229,7 +235,7 @@ def _setup_engine(name, scene, x0, *, steps, dt, record_every, run_steps, out) -
                     file_bytes=stats[-1]["file_bytes"])
 
     return engine_peer(name, scene, x0, integ=None, dt=dt, steps=run_steps, record_every=record_every, out=out,
-                        sample=steps // record_every - 1, chained=False, clock="wall", extra=extra)
+                        sample=steps // record_every - 1, chained=False, clock="wall", extra=extra, context=context)
 
 
 def setup_peer(name, scene, x0, *, steps, dt, record_every=10, nthread=None, run_steps=None,
@@ -247,6 +253,8 @@ def setup_peer(name, scene, x0, *, steps, dt, record_every=10, nthread=None, run
         return setup_outputs_peer(name, scene, x0, steps=steps, dt=dt, record_every=record_every,
                                   run_steps=run_steps or steps)
     if name in ENGINE_PEERS:
+        path = None if name not in FILE_PEERS or out is None else f"{os.path.splitext(out)[0]}-{name}.h5"
         return _setup_engine(name, scene, x0, steps=steps, dt=dt, record_every=record_every,
-                             run_steps=run_steps or steps, out=out if name == "rollout_h5" else None)
+                             run_steps=run_steps or steps, out=path,
+                             context=FILE_PEERS.get(name, contextlib.nullcontext))
     return _setup_integrator(scene, x0, steps, name, dt)

@@ -28,6 +28,7 @@ optional: files without them are the same format version and open unchanged.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass, field
 
@@ -46,6 +47,25 @@ FORMAT_VERSION = 1
 # the SWMR-safe [samples, complete] pair that readers trust. Older files have none of them and still open.
 INTEGRITY = 1
 CHECKSUM = dict(fletcher32=True)
+
+
+def checksum_kwargs() -> dict:
+    """The chunk-checksum keywords of new datasets (``without_checksums`` turns them off, for the bench)."""
+    return CHECKSUM
+
+
+@contextlib.contextmanager
+def without_checksums():
+    """Files created inside have no chunk checksums: only to measure what the checksums cost
+    (``mjharness bench``'s ``rollout_h5_nocheck`` peer); every user-facing file has them."""
+    global CHECKSUM
+    saved, CHECKSUM = CHECKSUM, {}
+    try:
+        yield
+    finally:
+        CHECKSUM = saved
+
+
 # Root attributes that change during a file's life (a resume grows ``steps``; a join sets ``batch`` and
 # ``shards`` and recomputes the digest): left out of the settings digest.
 VOLATILE_ATTRS = ("samples", "complete", "steps", "content_sha256")
@@ -143,7 +163,7 @@ def create_samples_dataset(f: h5py.File, name: str, shape: tuple, chunk: tuple, 
     """A (T, B, n) float dataset growable along T, unwritten samples NaN (``/x``, ``/carry``); float32 when the
     run computed in float32 (``FileSpec.sample_dtype``)."""
     f.create_dataset(name, shape=shape, maxshape=(None,) + tuple(shape[1:]), dtype=dtype, chunks=chunk,
-                     fillvalue=np.nan, **compression_kwargs(compression), **CHECKSUM)
+                     fillvalue=np.nan, **compression_kwargs(compression), **checksum_kwargs())
 
 
 def create_small(g, name: str, data) -> h5py.Dataset:
@@ -152,5 +172,5 @@ def create_small(g, name: str, data) -> h5py.Dataset:
     data = np.asarray(data)
     if data.ndim == 0 or data.size == 0 or data.dtype.kind == "O":
         return g.create_dataset(name, data=data)
-    return g.create_dataset(name, data=data, chunks=data.shape, **CHECKSUM)
+    return g.create_dataset(name, data=data, chunks=data.shape, **checksum_kwargs())
 

@@ -30,9 +30,9 @@ from mjharness.scenes import scene_info
 from .digest import content_digest
 from .errors import RolloutFileError, RolloutWriteError
 from .format import (
-    CHECKSUM,
     INTEGRITY,
     FileSpec,
+    checksum_kwargs,
     chunks,
     compression_kwargs,
     create_samples_dataset,
@@ -156,7 +156,7 @@ def _populate(f: h5py.File, spec: FileSpec, x0, carry_layout, c0, record) -> Non
     create_small(f, "x0", x0)
     x_chunks = chunks(T, B, n, spec.time_chunk)
     f.create_dataset("time", shape=(T,), maxshape=(None,), dtype="f8", chunks=(x_chunks[0],), fillvalue=np.nan,
-                     **CHECKSUM)
+                     **checksum_kwargs())
     create_samples_dataset(f, "x", (T, B, n), x_chunks, spec.compression, spec.sample_dtype)
     if c0 is not None:
         create_small(f, "carry0", c0)
@@ -267,7 +267,7 @@ def _create_outputs(f: h5py.File, spec: FileSpec, T: int, B: int) -> None:
         ch = chunks(T, B, width, spec.time_chunk)
         ds = g.create_dataset(name, shape=(T, B) + shape, maxshape=(None, B) + shape, dtype=spec.sample_dtype,
                               chunks=ch[:2] + shape, fillvalue=np.nan, **compression_kwargs(spec.compression),
-                              **CHECKSUM)
+                              **checksum_kwargs())
         for k, v in attrs.items():
             ds.attrs[k] = v
         ds.dims[0].attach_scale(time)
