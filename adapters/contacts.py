@@ -97,9 +97,9 @@ def warp_buffers(m: mujoco.MjModel, pairs: np.ndarray, worlds: int = DEFAULT_WAR
 
 def slot_order(geom1: np.ndarray, geom2: np.ndarray, valid: np.ndarray, xp=np):
     """Indices of the contacts in slot order: valid ones by (geom1, geom2), ties in MuJoCo's order, then the rest."""
-    big = np.iinfo(np.int64).max
-    key = xp.where(valid, geom1.astype(xp.int64) * (1 << 31) + geom2.astype(xp.int64), big)
-    return xp.argsort(key, stable=True)
+    # lexsort's last key is the primary one; stable, so ties keep MuJoCo's order. No 64-bit key: a float32 run
+    # has no int64 in JAX.
+    return xp.lexsort((geom2, geom1, ~valid))
 
 
 def host_slots(m: mujoco.MjModel, d: mujoco.MjData, K: int, f6: np.ndarray) -> tuple[np.ndarray, int]:
@@ -140,20 +140,20 @@ def mjx_slots(mx, d, K: int):
         raise ValueError("output 'contacts' reads MJX's own contact array (d._impl.contact); this MJX data has "
                          "none (MuJoCo Warp holds every world's contacts in one arena): use backend 'mjx' or "
                          "'mujoco'")
-    n = con.dist.shape[0]
+    n, f = con.dist.shape[0], con.pos.dtype  # the run's float width (float32 in a float32 run)
     nefc = jnp.sum(jnp.any(impl.efc_J != 0, axis=-1)) if impl.efc_J.size else jnp.asarray(0)
     empty = jnp.zeros((K, len(COLUMNS))).at[:, jnp.array([COL["geom1"], COL["geom2"], COL["id"]])].set(-1.0)
     if n == 0:
-        return empty, jnp.asarray(0.0), nefc.astype(jnp.float64)
+        return empty, jnp.asarray(0.0), nefc.astype(f)
     valid = con.dist < con.includemargin
     force = jnp.stack([support.contact_force(mx, d, i) for i in range(n)])
-    rows = jnp.concatenate([con.geom1[:, None].astype(jnp.float64), con.geom2[:, None].astype(jnp.float64), con.pos,
+    rows = jnp.concatenate([con.geom1[:, None].astype(f), con.geom2[:, None].astype(f), con.pos,
                             con.frame.reshape(n, 9), con.dist[:, None], force, jnp.ones((n, 1)),
-                            jnp.arange(n, dtype=jnp.float64)[:, None]], axis=1)
+                            jnp.arange(n, dtype=f)[:, None]], axis=1)
     ids = slot_order(con.geom1, con.geom2, valid, xp=jnp)[:K]
     take = jnp.where(valid[ids][:, None], rows[ids], empty[:len(ids)])
     slots = empty.at[:len(ids)].set(take)
-    return slots, jnp.sum(valid).astype(jnp.float64), nefc.astype(jnp.float64)
+    return slots, jnp.sum(valid).astype(f), nefc.astype(f)
 
 
 # -- reading them back ------------------------------------------------------------------------------------

@@ -326,7 +326,8 @@ def mjx_outputs(scene, specs, t, x, ctrl, ws) -> dict:
     d = scene.forward(t, x, ctrl, qacc_warmstart=ws)
     if needs_rne(specs):
         d = smooth.rne_postconstraint(scene.mjx_model, d)
-    return {s.name: jnp.reshape(jnp.asarray(s.kind.mjx(scene, t, x, d, s), jnp.float64), s.shape) for s in specs}
+    f = jnp.result_type(float)  # the run's float width: float64, or float32 in a float32 run
+    return {s.name: jnp.reshape(jnp.asarray(s.kind.mjx(scene, t, x, d, s), f), s.shape) for s in specs}
 
 
 def flagged_rows(specs, outputs: dict) -> dict:
@@ -433,7 +434,7 @@ def _mjx_contact_counts(scene, t, x, d, s):
     from .contacts import mjx_slots
 
     _, ncon, nefc = mjx_slots(scene.mjx_model, d, 1)
-    return jnp.stack([ncon, nefc, (ncon > dict(s.extra)["capacity"]).astype(jnp.float64)])
+    return jnp.stack([ncon, nefc, (ncon > dict(s.extra)["capacity"]).astype(ncon.dtype)])
 
 
 def _host_field(m, d, s):

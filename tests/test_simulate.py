@@ -76,7 +76,7 @@ def test_same_numbers_as_rollout_ctrl_params():
     u = 0.3 * np.random.default_rng(0).standard_normal((B, STEPS, nu))
     damp = np.tile(scene.model.dof_damping, (B, 1)) * np.array([[1.0], [2.0]])
     kw = dict(dt=DT, steps=STEPS, ctrl=u, model_params={"dof_damping": damp}, record_every=3)
-    r = rollout(scene, RK4(), x0=x0, chunk=6, progress=False, **kw)
+    r = rollout(scene, RK4(), x0=x0, chunk=6, progress=False, backend="mjx", **kw)  # simulate is MJX
     _, xs = simulate(scene, RK4(), x0, chunk=9, **kw)
     assert np.array_equal(np.asarray(xs), r.x)
 

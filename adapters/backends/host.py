@@ -150,6 +150,14 @@ class HostPool:
             self.executor.shutdown(wait=False)
 
 
+def _host_call(fn, shape: tuple, *args):
+    """``jax.pure_callback`` of ``fn`` (MuJoCo C works in float64) giving JAX's float width: float64, or float32
+    when ``jax_enable_x64`` is off (a float32 run), where a float64 result type would be refused."""
+    dtype = jax.dtypes.canonicalize_dtype(jnp.float64)
+    spec = jax.ShapeDtypeStruct(shape, dtype)
+    return jax.pure_callback(lambda *a: np.asarray(fn(*a), dtype), spec, *args, vmap_method="broadcast_all")
+
+
 def make_evaluator(pool: HostPool, mode: str, force: np.ndarray | None = None):
     """``f(t, x, ctrl, ws, h) -> (3 nv + na [+ k nv],)`` for one world, batched by vmap into one host call.
 
@@ -158,16 +166,14 @@ def make_evaluator(pool: HostPool, mode: str, force: np.ndarray | None = None):
         raise BackendError(f"backend 'mujoco': unknown evaluation mode {mode!r}")
     if force is not None:
         force = np.ascontiguousarray(force, dtype=np.float64).reshape(-1, pool.model.nv)
-    shape = jax.ShapeDtypeStruct((pool.width + (0 if force is None else force.size),), jnp.float64)
+    width = pool.width + (0 if force is None else force.size)
     # A stage that needs only mj_forward runs the whole batch in C (host_batch.py: no Python per world).
     host = (_host_batch.forward_caller(pool) if _host_batch.batched(pool, mode, force)
             else lambda *a: pool.evaluate(mode, *a, force=force))
 
     @jax.custom_jvp
     def evaluate(t, x, ctrl, ws, h):
-        lead = jnp.shape(x)[:-1]
-        spec = jax.ShapeDtypeStruct(lead + shape.shape, shape.dtype)
-        return jax.pure_callback(host, spec, t, x, ctrl, ws, h, vmap_method="broadcast_all")
+        return _host_call(host, jnp.shape(x)[:-1] + (width,), t, x, ctrl, ws, h)
 
     @evaluate.defjvp
     def _no_jvp(primals, tangents):
@@ -221,8 +227,7 @@ def make_field_evaluator(pool: HostPool, mode: str, force: np.ndarray | None, la
 
     @jax.custom_jvp
     def evaluate(t, x, ctrl, ws, h, p):
-        spec = jax.ShapeDtypeStruct(jnp.shape(x)[:-1] + (width,), jnp.float64)
-        return jax.pure_callback(host, spec, t, x, ctrl, ws, h, p, vmap_method="broadcast_all")
+        return _host_call(host, jnp.shape(x)[:-1] + (width,), t, x, ctrl, ws, h, p)
 
     @evaluate.defjvp
     def _no_jvp(primals, tangents):
@@ -318,8 +323,7 @@ def make_output_evaluator(outputs: HostOutputs):
 
     @jax.custom_jvp
     def evaluate(t, x, ctrl, ws):
-        spec = jax.ShapeDtypeStruct(jnp.shape(x)[:-1] + (outputs.width,), jnp.float64)
-        return jax.pure_callback(outputs.evaluate, spec, t, x, ctrl, ws, vmap_method="broadcast_all")
+        return _host_call(outputs.evaluate, jnp.shape(x)[:-1] + (outputs.width,), t, x, ctrl, ws)
 
     @evaluate.defjvp
     def _no_jvp(primals, tangents):

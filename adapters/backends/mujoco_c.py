@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -44,7 +45,7 @@ class MujocoBackend(Backend):
         m = scene.model
         ctrl = scene.data.ctrl if ctrl is None else ctrl
         ws = np.zeros(m.nv) if ws is None else ws
-        f64 = jnp.float64
+        f64 = jax.dtypes.canonicalize_dtype(jnp.float64)  # float32 in a float32 run
         out = fn(jnp.asarray(t, f64), jnp.asarray(x, f64)[:m.nq + m.nv + m.na],
                  jnp.reshape(jnp.asarray(ctrl, f64), (m.nu,)), jnp.asarray(ws, f64), jnp.asarray(h, f64))
         return _host.HostData(out, m.nv, m.na)
@@ -63,7 +64,7 @@ class MujocoBackend(Backend):
         if fn is None:
             fn = scene._host_fns[("fields", key, layout)] = _host.make_field_evaluator(scene._host, mode, force,
                                                                                        layout)
-        m, f64 = scene.model, jnp.float64
+        m, f64 = scene.model, jax.dtypes.canonicalize_dtype(jnp.float64)  # float32 in a float32 run
         ctrl = scene.data.ctrl if ctrl is None else ctrl
         ws = np.zeros(m.nv) if ws is None else ws
         p = jnp.concatenate([jnp.reshape(jnp.asarray(v, f64), (-1,)) for v in fields.values()])
@@ -94,7 +95,7 @@ class MujocoBackend(Backend):
         if fn is None:
             fn = scene._host_fns[key] = _host.make_output_evaluator(
                 _host.HostOutputs(scene._host, specs, needs_rne(specs)))
-        m, f64 = scene.model, jnp.float64
+        m, f64 = scene.model, jax.dtypes.canonicalize_dtype(jnp.float64)  # float32 in a float32 run
         ctrl = scene.data.ctrl if ctrl is None else ctrl
         ws = np.zeros(m.nv) if ws is None else ws
         flat = fn(jnp.asarray(t, f64), jnp.asarray(x, f64)[:m.nq + m.nv + m.na],

@@ -162,7 +162,7 @@ def chunk_fn(scene, st: ChunkStatic):
     S, R = st.samples, st.record_every
 
     def chunk(state: WorldState, inp: ChunkInput) -> ChunkOutput:
-        ks = inp.k0 + jnp.arange(S * R, dtype=jnp.int64).reshape(S, R)
+        ks = inp.k0 + jnp.arange(S * R, dtype=inp.k0.dtype).reshape(S, R)  # int32 in a float32 run: no warning
         us = inp.ctrl.reshape((S, R) + inp.ctrl.shape[1:]) if st.ctrl_mode == "array" else jnp.zeros((S, R))
 
         def step(s: WorldState, k_u):
