@@ -34,6 +34,17 @@ def worlds(m: mujoco.MjModel, batch: int, seed: int = 0) -> tuple[np.ndarray, np
     return x0, ctrl
 
 
+def c_trajectory(m: mujoco.MjModel, x0: np.ndarray, steps: int) -> np.ndarray:
+    """MuJoCo C's mj_step from x0 (qpos, qvel) with fresh data (a cold warm start): (steps, nq + nv)."""
+    d = mujoco.MjData(m)
+    d.qpos[:], d.qvel[:] = x0[:m.nq], x0[m.nq:m.nq + m.nv]
+    out = []
+    for _ in range(steps):
+        mujoco.mj_step(m, d)
+        out.append(np.concatenate([d.qpos, d.qvel]))
+    return np.array(out)
+
+
 def c_trajectories(m: mujoco.MjModel, method: str, x0: np.ndarray, ctrl: np.ndarray, steps: int) -> np.ndarray:
     """(T, B, nq+nv+na) from MuJoCo C's own mj_step with ``<option integrator>`` = ``method``."""
     old = m.opt.integrator

@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import mujoco
 import numpy as np
 import pytest
+from backend_common import c_trajectory
 from mujoco import mjx
 
 from mjharness.adapters import MjScene
@@ -63,17 +64,6 @@ def settled(scheme: str):
 @pytest.fixture(scope="module", params=list(SCHEMES))
 def contact(request):
     return settled(request.param)
-
-
-def c_trajectory(m, x0, steps):
-    """MuJoCo C's mj_step from x0 with a cold warm start, as ours and raw MJX start: (steps, nq + nv)."""
-    d = mujoco.MjData(m)
-    d.qpos[:], d.qvel[:] = x0[:m.nq], x0[m.nq:m.nq + m.nv]
-    out = []
-    for _ in range(steps):
-        mujoco.mj_step(m, d)
-        out.append(np.concatenate([d.qpos, d.qvel]))
-    return np.array(out)
 
 
 def raw_mjx_trajectory(m, x0, steps):

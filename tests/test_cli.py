@@ -359,8 +359,8 @@ def test_an_xla_runtime_error_in_a_run_is_one_paragraph_with_advice(tmp_path, ca
     def out_of_memory(self, *args, **kwargs):
         raise jax.errors.JaxRuntimeError("RESOURCE_EXHAUSTED: Out of memory while trying to allocate 4096 bytes.")
 
-    monkeypatch.setattr(jax.stages.Compiled, "__call__", out_of_memory)
-    assert main(_config_a(A["steps"]) + ["--out", str(tmp_path / "r.h5")]) == 2
+    monkeypatch.setattr(jax.stages.Compiled, "__call__", out_of_memory)  # an XLA executable: the MJX path
+    assert main(_config_a(A["steps"]) + ["--backend", "mjx", "--out", str(tmp_path / "r.h5")]) == 2
     text = _paragraph(capsys.readouterr().err)
     for part in ("mjharness run: error: XLA failed on scene 'double_pendulum'", "JaxRuntimeError: RESOURCE_EXHAUSTED",
                  "ran out of memory", "smaller --batch", "mjharness --debug run"):

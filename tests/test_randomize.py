@@ -13,6 +13,7 @@ import textwrap
 import mujoco
 import numpy as np
 import pytest
+from backend_common import c_trajectory
 
 from mjharness.rollout import rollout
 from mjharness.rollout.engine.randomize import parse_dist, randomized_params
@@ -58,16 +59,6 @@ def _world_model(params: dict, w: int) -> mujoco.MjModel:
     return m
 
 
-def _c_rollout(m, x0, steps):
-    d = mujoco.MjData(m)
-    d.qpos[:], d.qvel[:] = x0[:m.nq], x0[m.nq:m.nq + m.nv]
-    out = []
-    for _ in range(steps):
-        mujoco.mj_step(m, d)
-        out.append(np.concatenate([d.qpos, d.qvel]))
-    return np.array(out)
-
-
 @pytest.fixture(scope="module")
 def c_run():
     return _run("mujoco")
@@ -78,7 +69,7 @@ def test_mujoco_each_world_equals_mj_step_on_its_model(c_run):
     assert set(RANDOMIZE) <= set(json.loads(json.dumps(RANDOMIZE)))
     worst = 0.0
     for w in range(B):
-        ref = _c_rollout(_world_model(r.model_params, w), r.x0[w], 200)
+        ref = c_trajectory(_world_model(r.model_params, w), r.x0[w], 200)
         worst = max(worst, np.max(np.abs(r.x[:, w] - ref)))
     assert worst <= 1e-12, worst
     # the worlds really differ (and the box slides on its own friction)
@@ -124,7 +115,7 @@ def test_mjx_within_ten_times_raw_mjx_step(c_run):
     for w in range(0, B, 5):
         m = _world_model(r.model_params, w)
         m.opt.integrator = mujoco.mjtIntegrator.mjINT_EULER
-        ref = _c_rollout(m, r.x0[w], 50)
+        ref = c_trajectory(m, r.x0[w], 50)
         mx, d = mjx.put_model(m), mjx.make_data(m)
         d = d.replace(qpos=r.x0[w, :m.nq], qvel=r.x0[w, m.nq:m.nq + m.nv])
         step = jax.jit(mjx.step)

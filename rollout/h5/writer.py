@@ -218,6 +218,16 @@ def decode_name(v) -> str:
     return v.decode() if isinstance(v, bytes) else str(v)
 
 
+def _attach_scales(f: h5py.File, names, world, components) -> None:
+    """time (on the time-major (T, B, n) ones), world and component scales on the datasets ``names``."""
+    for name in names:
+        ds = f[name]
+        if ds.ndim == 3:
+            ds.dims[0].attach_scale(f["time"])
+        ds.dims[ds.ndim - 2].attach_scale(world)
+        ds.dims[ds.ndim - 1].attach_scale(components)
+
+
 def _state_axes(f: h5py.File, spec: FileSpec, B: int, n: int, c0) -> None:
     """Named, labelled axes for generic readers (xarray/netCDF): ``time``, ``world``, ``state`` (x's
     components by name), ``carry_index``; qpos/qvel get theirs where they are attached (``_virtual``)."""
@@ -226,25 +236,13 @@ def _state_axes(f: h5py.File, spec: FileSpec, B: int, n: int, c0) -> None:
     world.make_scale("world")
     labels = _state_labels(f["layout"][()])
     if len(labels) == n:
-        state = _label_scale(f, "state", labels)
-        for name in ("x", "x0"):
-            ds = f[name]
-            if name == "x":
-                ds.dims[0].attach_scale(f["time"])
-            ds.dims[ds.ndim - 2].attach_scale(world)
-            ds.dims[ds.ndim - 1].attach_scale(state)
+        _attach_scales(f, ("x", "x0"), world, _label_scale(f, "state", labels))
     for name in ("status", "status_step"):
         f[name].dims[0].attach_scale(world)
     if c0 is not None:
         cl = _carry_labels(normalize_carry_layout(spec.carry_layout))
         if len(cl) == c0.shape[1]:
-            cs = _label_scale(f, "carry_index", cl)
-            for name in ("carry", "carry0"):
-                ds = f[name]
-                if name == "carry":
-                    ds.dims[0].attach_scale(f["time"])
-                ds.dims[ds.ndim - 2].attach_scale(world)
-                ds.dims[ds.ndim - 1].attach_scale(cs)
+            _attach_scales(f, ("carry", "carry0"), world, _label_scale(f, "carry_index", cl))
     f["progress"].dims[0].attach_scale(_label_scale(f, "progress_field", ["samples", "complete"]))
     f["layout"].dims[0].attach_scale(_label_scale(f, "layout_row", [decode_name(r["name"]) for r in f["layout"][()]]))
     f.attrs["state_labels"] = "state, qpos_index, qvel_index, carry_index: component labels of x, qpos, qvel, carry"
