@@ -65,20 +65,22 @@ def wait_for_samples(proc, path, k, limit_s=300):
         time.sleep(0.02)
 
 
-@pytest.fixture(scope="module")
-def long_run(tmp_path_factory):
-    p = str(tmp_path_factory.mktemp("ref") / "long.h5")
-    rc, _, err, _ = cli("run", *RUN, *LONG, "--out", p)
+def _reference(tmp_path_factory, name: str, size) -> str:
+    """An uninterrupted CLI run of the module's configuration, as the reference a test compares with."""
+    p = str(tmp_path_factory.mktemp("ref") / name)
+    rc, _, err, _ = cli("run", *RUN, *size, "--out", p)
     assert rc == 0, err
     return p
+
+
+@pytest.fixture(scope="module")
+def long_run(tmp_path_factory):
+    return _reference(tmp_path_factory, "long.h5", LONG)
 
 
 @pytest.fixture(scope="module")
 def uninterrupted(tmp_path_factory):
-    p = str(tmp_path_factory.mktemp("ref") / "u.h5")
-    rc, _, err, _ = cli("run", *RUN, *SMALL, "--out", p)
-    assert rc == 0, err
-    return p
+    return _reference(tmp_path_factory, "u.h5", SMALL)
 
 
 # -- 1. write errors are errors ---------------------------------------------------------------------

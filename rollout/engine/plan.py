@@ -452,9 +452,13 @@ def needs_sensors(outputs) -> bool:
     return any(isinstance(o, str) and (o == "sensordata" or o.startswith("sensor:")) for o in outputs or ())
 
 
-def _resumed_params_backend(path) -> tuple[dict, str | None]:
+def _resumed_file(path) -> dict:
+    """What a resume takes from its file, read once: x0, model_params, backend, randomize ({} without resume)."""
+    if path is None:
+        return {"x0": None, "model_params": {}, "backend": None, "randomize": None}
     with h5.open_rollout(path) as f:
-        return f.model_params, h5.decode_attr(f.h5.attrs.get("backend")) or None
+        attr = lambda k: h5.decode_attr(f.h5.attrs.get(k)) or None  # noqa: E731
+        return {"x0": f.x0, "model_params": f.model_params, "backend": attr("backend"), "randomize": attr("randomize")}
 
 
 def draw_params(scene, randomize: dict, seed: int, world_offset: int, B: int, explicit: dict) -> dict:
@@ -499,12 +503,12 @@ def make_plan(scene, integrator, spec: RunSpec, *, world_offset: int = 0, extra_
     out = _resume_path(resume, st.out) if resume is not None else check_out(st.out, st.overwrite)
     if out is not None:
         h5.check_not_in_use(out)  # a live writer holds it: refused before anything changes (issue 28)
-    file_params, file_backend = _resumed_params_backend(out) if resume is not None else ({}, None)
+    resumed = _resumed_file(out if resume is not None else None)
     # A resume continues on the backend that wrote the file (another one is refused).
-    backend = requested((file_backend or AUTO, f"resume={resume!r}"), (ex.backend, "the run"))
+    backend = requested((resumed["backend"] or AUTO, f"resume={resume!r}"), (ex.backend, "the run"))
     scene, backend_why = resolve_run_scene(
         scene, mjx=ld.mjx, quaternion_update=ld.quaternion_update, backend=backend,
-        needs=run_needs(start.model_params or file_params, rec.outputs, start.randomize),
+        needs=run_needs(start.model_params or resumed["model_params"], rec.outputs, start.randomize),
         unsupported_contacts=ld.unsupported_contacts, need_sensors=needs_sensors(rec.outputs))
     integ = scene_integrator(scene, integrator)
     try:
@@ -523,9 +527,7 @@ def make_plan(scene, integrator, spec: RunSpec, *, world_offset: int = 0, extra_
             raise RolloutError("resume takes x0 and model_params from the file; do not pass them")
         if start.carry is not None:
             raise RolloutError("resume takes the carry from the file; do not pass carry")
-        with h5.open_rollout(out) as f:
-            x0, model_params = f.x0, f.model_params
-            file_randomize = h5.decode_attr(f.h5.attrs.get("randomize")) or None
+        x0, model_params, file_randomize = resumed["x0"], resumed["model_params"], resumed["randomize"]
         if batch is not None and batch != x0.shape[0]:
             raise RolloutError(f"resume={resume!r}: the file has batch {x0.shape[0]}, batch={batch} was asked")
         batch = None
