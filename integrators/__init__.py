@@ -28,7 +28,15 @@ from .state import (
     StateSpec,
     UpdateRun,
 )
-from .status import STATUS_MAX_STEPS, STATUS_NAMES, STATUS_NONFINITE, STATUS_OK, STATUS_UNDERFLOW, Status
+from .status import (
+    STATUS_MAX_STEPS,
+    STATUS_NAMES,
+    STATUS_NONFINITE,
+    STATUS_OK,
+    STATUS_TERMINATED,
+    STATUS_UNDERFLOW,
+    Status,
+)
 from .stochastic import SRA1, EulerMaruyama, StochasticHeun
 from .tableaux import TABLEAUX, Tableau
 
@@ -38,7 +46,8 @@ __all__ = ["StateSpec", "StateRegistry", "StateLayout", "StateRecord", "StateErr
            "Euler", "SemiImplicitEuler", "ImplicitFast", "Heun", "Midpoint", "RK4", "RK38",
            "BogackiShampine", "RKF45", "DormandPrince", "CrouchGrossman3", "dexpinv", "rkmk_transform",
            "INTEGRATORS", "get_integrator", "register_integrator", "resolve_integrator", "integrator_names",
-           "Status", "STATUS_OK", "STATUS_NONFINITE", "STATUS_UNDERFLOW", "STATUS_MAX_STEPS", "STATUS_NAMES",
+           "Status", "STATUS_OK", "STATUS_NONFINITE", "STATUS_UNDERFLOW", "STATUS_MAX_STEPS", "STATUS_TERMINATED",
+           "STATUS_NAMES",
            "Model", "FixedIntegrator", "StochasticIntegrator", "AdaptiveIntegrator", "ContractError",
            "check_pair", "integrator_kind",
            "EulerMaruyama", "StochasticHeun", "SRA1", "Increments"]

@@ -12,6 +12,7 @@ class Status(IntEnum):
     NONFINITE = 1       # non-finite state, derivative or candidate: no step size helps
     UNDERFLOW = 2       # adaptive step rejected below h_min, or no representable progress in t
     MAX_STEPS = 3       # adaptive max_steps attempts spent inside one advance() call
+    TERMINATED = 4      # the run's termination rule ended the world (on_terminate="freeze"): not a failure
 
     @property
     def description(self) -> str:
@@ -19,7 +20,7 @@ class Status(IntEnum):
 
 
 _DESCRIPTIONS = {Status.OK: "ok", Status.NONFINITE: "non-finite state", Status.UNDERFLOW: "step-size underflow",
-                 Status.MAX_STEPS: "max steps"}
+                 Status.MAX_STEPS: "max steps", Status.TERMINATED: "terminated"}
 
 STATUS_NAMES = {int(s): s.description for s in Status}
 
@@ -32,4 +33,4 @@ def status_name(code) -> str:
         return f"status {int(code)}"
 
 # Plain-int aliases (the traced code compares arrays against them).
-STATUS_OK, STATUS_NONFINITE, STATUS_UNDERFLOW, STATUS_MAX_STEPS = (int(s) for s in Status)
+STATUS_OK, STATUS_NONFINITE, STATUS_UNDERFLOW, STATUS_MAX_STEPS, STATUS_TERMINATED = (int(s) for s in Status)

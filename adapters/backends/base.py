@@ -30,10 +30,11 @@ class ChunkRequest:
         kind: "fixed" | "stochastic" | "adaptive".
         dt: the step; t0: time of step 0; steps: total steps of the run.
         record_every: steps per recorded sample; chunk: steps per chunk (a multiple of record_every).
-        ctrl_mode: "none" | "array" | "callable".
+        ctrl_mode: "none" | "array" | "callable" | "controller".
         per_world_params: whether model fields are set per world.
         carry: ((name, shape), ...) carried between steps.
         outputs: adapters.outputs.OutputSpec rows; semantics: "live" | "sampled".
+        closed_loop: a termination rule or a controller with state runs between steps.
     """
 
     integ: object
@@ -48,6 +49,7 @@ class ChunkRequest:
     carry: tuple
     outputs: tuple = ()
     semantics: str = "live"
+    closed_loop: bool = False
 
 
 class BackendError(ContractError):

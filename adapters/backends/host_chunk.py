@@ -89,6 +89,7 @@ def why_not(scene, req) -> str:
         (scheme_of(req.integ) is None, f"{type(req.integ).__name__} is not one of MuJoCo's own schemes"),
         (req.kind != "fixed", f"a {req.kind} integrator"),
         (scene.quaternion_update != "quaternion", "quaternion_update='quaternion_qdot' is not MuJoCo's update"),
+        (req.closed_loop, "a controller with state or a termination rule runs between steps"),
         (req.ctrl_mode not in ("none", "array"), "a ctrl function is evaluated in JAX at every step"),
         (req.per_world_params, "per-world model parameters"),
         (bool(scene.needs()) or scene.layout.size != scene.nq + scene.nv + scene.na,

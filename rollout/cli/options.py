@@ -92,6 +92,18 @@ RUN_OPTIONS: tuple[Option, ...] = (
     Option("--ctrl", dict(metavar="FILE|key:NAME",
                           help="controls: a .npy/.npz/.csv file of (steps, nu) (every world) or (batch, steps, nu), "
                                "or key:NAME for a keyframe's ctrl held constant (default: none, motors get zero)")),
+    Option("--controller", dict(metavar="FILE.py:NAME",
+                                help="a controller with state: NAME in FILE.py is a Controller, or a function "
+                                     "make() / make(model) returning one (its applied controls: the file's /ctrl)")),
+    Option("--terminate", dict(metavar="FILE.py:NAME",
+                               help="termination rule: NAME in FILE.py is fn(t, x) -> bool (or fn(t, x, sensordata) "
+                                    "or a Termination), checked per world after each step")),
+    Option("--on-terminate", dict(choices=("freeze", "reset"),
+                                  help="what a terminated world does: freeze (stops, status terminated; the default) "
+                                       "or reset (a new episode; the file's /episode and /episodes)")),
+    Option("--reset-to", dict(metavar="x0|draw|key:NAME",
+                              help="where a reset episode starts: the world's x0 (default), a fresh draw of the "
+                                   "initial perturbation (seed, world, episode), or a keyframe")),
     Option("--param", dict(action="append", metavar="FIELD[:NAME]=V1,V2,...",
                            help="per-world model parameter sweep, one world per value (e.g. body_mass:torso=1,2,4; "
                                 "dof_damping:hinge=0.1,0.2); several --param zip (same count)")),
@@ -181,6 +193,10 @@ def resume_settings(args, source: str) -> dict:
         raise CliError(f"--resume {args.resume}: cannot rebuild integrator {cfg!r} ({e}); use the Python API") \
             from None
     outputs = args.outputs or [o for o in str(a.get("outputs") or "").split(",") if o] or None
+    for key, flag in (("controller", "--controller"), ("terminate", "--terminate")):  # code is not in the file
+        if a.get(key) and not getattr(args, key):
+            raise CliError(f"--resume {args.resume}: the run had a {key} ({a[key]}); pass {flag} FILE.py:NAME again "
+                           f"(the same function)")
     return dict(scene=scene, label=args.scene or a.get("scene") or args.resume, integrator=name,
                 dt=args.dt or a["dt"], steps=args.steps or a["steps"],
                 record_every=args.record_every or a["record_every"],
@@ -190,7 +206,9 @@ def resume_settings(args, source: str) -> dict:
                 backend=requested((a.get("backend") or AUTO, f"--resume {args.resume}"), (args.backend, "--backend")),
                 outputs=outputs,
                 output_semantics=a.get("output_semantics") or args.output_semantics,
-                dtype=args.dtype or {True: "float64", False: "float32"}.get(a.get("x64")))
+                dtype=args.dtype or {True: "float64", False: "float32"}.get(a.get("x64")),
+                on_terminate=args.on_terminate or a.get("on_terminate") or "freeze",
+                reset_to=args.reset_to or a.get("reset_to") or "x0")
 
 
 def fresh_settings(args, *, number_out: bool = True) -> dict:
@@ -216,7 +234,8 @@ def fresh_settings(args, *, number_out: bool = True) -> dict:
                 dt=args.dt, steps=pick("steps"), record_every=pick("record_every"), seed=pick("seed"),
                 batch=pick("batch"), out=out, quaternion_update=args.quaternion_update or "quaternion",
                 chunk=pick("chunk"), backend=args.backend, outputs=args.outputs,
-                output_semantics=args.output_semantics, dtype=args.dtype)
+                output_semantics=args.output_semantics, dtype=args.dtype, on_terminate=args.on_terminate or "freeze",
+                reset_to=args.reset_to or "x0")
 
 
 def rollout_kwargs(args, s: dict) -> dict:
@@ -226,7 +245,8 @@ def rollout_kwargs(args, s: dict) -> dict:
               out=s["out"], resume=args.resume, chunk=s["chunk"], quaternion_update=s["quaternion_update"],
               backend=s["backend"], outputs=s["outputs"], output_semantics=s["output_semantics"],
               compression=None if args.compression == "none" else args.compression,
-              progress=not args.no_progress, keep=False, randomize=parse_randomize(args.randomize))
+              progress=not args.no_progress, keep=False, randomize=parse_randomize(args.randomize),
+              on_terminate=s["on_terminate"], reset_to=s["reset_to"])
     return kw
 
 
@@ -322,3 +342,61 @@ def param_arrays(params, scene) -> dict:
             base[(w, *idx)] = v
     return arrays
 
+
+
+# -- a controller / termination rule from a Python file (--controller, --terminate) -------------------------
+
+def load_object(arg: str, flag: str):
+    """The object ``NAME`` of ``FILE.py:NAME``, the file imported as module ``mjharness_user.<stem>`` (a stable
+    name: a resumed run's file attributes name the same function)."""
+    import importlib.util
+
+    path, sep, name = arg.rpartition(":")
+    if not sep or not path or not name:
+        raise CliError(f"{flag} {arg}: expected FILE.py:NAME")
+    if not os.path.isfile(path):
+        raise CliError(f"{flag} {arg}: no such file {path!r}")
+    mod_name = f"mjharness_user.{os.path.splitext(os.path.basename(path))[0]}"
+    spec = importlib.util.spec_from_file_location(mod_name, path)
+    if spec is None or spec.loader is None:
+        raise CliError(f"{flag} {arg}: {path!r} cannot be imported as Python")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[mod_name] = module  # so dataclasses and pickling inside it find their module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as e:  # noqa: BLE001 - a user's file: say which and why
+        raise CliError(f"{flag} {arg}: importing {path!r} failed: {type(e).__name__}: {e}") from None
+    if not hasattr(module, name):
+        public = sorted(k for k in vars(module) if not k.startswith("_"))
+        raise CliError(f"{flag} {arg}: {path!r} has no {name!r} (it defines {public})")
+    return getattr(module, name)
+
+
+def load_controller(arg: str, model):
+    """``--controller FILE.py:NAME``: a ``Controller``, or what ``NAME()`` / ``NAME(model)`` returns."""
+    import inspect
+
+    from mjharness.rollout.engine import Controller
+
+    obj = load_object(arg, "--controller")
+    if not isinstance(obj, Controller) and callable(obj):
+        try:
+            takes = len(inspect.signature(obj).parameters)
+        except (TypeError, ValueError):
+            takes = 0
+        obj = obj(model) if takes else obj()
+    if not isinstance(obj, Controller):
+        raise CliError(f"--controller {arg}: expected a Controller (or a function returning one), got "
+                       f"{type(obj).__name__}")
+    return obj
+
+
+def load_terminate(arg: str):
+    """``--terminate FILE.py:NAME``: the rule ``NAME`` (a function fn(t, x[, sensordata]) -> bool or a Termination)."""
+    from mjharness.rollout.engine import Termination
+
+    obj = load_object(arg, "--terminate")
+    if not (isinstance(obj, Termination) or callable(obj)):
+        raise CliError(f"--terminate {arg}: expected a function fn(t, x) -> bool or a Termination, got "
+                       f"{type(obj).__name__}")
+    return obj

@@ -16,6 +16,9 @@ from __future__ import annotations
 
 import sys
 
+import numpy as np
+
+from mjharness.integrators import STATUS_TERMINATED
 from mjharness.rollout.bench.report import format_bytes
 
 from . import launch
@@ -27,7 +30,9 @@ from .options import (
     add_run_options,
     check_args,
     fresh_settings,
+    load_controller,
     load_ctrl,
+    load_terminate,
     param_arrays,
     parse_params,
     resume_settings,
@@ -101,12 +106,18 @@ def command(args) -> int:
     scene, why = resolve_run_scene(s["scene"], mjx=args.mjx, quaternion_update=s["quaternion_update"],
                                    backend=kw["backend"], needs=run_needs(dict(params), kw["outputs"], kw["randomize"]),
                                    unsupported_contacts=args.unsupported_contacts,
-                                   need_sensors=needs_sensors(kw["outputs"]))
+                                   need_sensors=needs_sensors(kw["outputs"]) or bool(args.controller or args.terminate))
     if params:
         kw["model_params"] = param_arrays(params, scene)
+    if args.ctrl and args.controller:
+        raise CliError("--ctrl and --controller both give the controls: pass one")
     if args.ctrl:
         batch = kw["batch"] if kw["batch"] is not None else _file_batch(args.resume)
         kw["ctrl"] = load_ctrl(args.ctrl, scene.model, batch, kw["steps"])
+    if args.controller:
+        kw["ctrl"] = load_controller(args.controller, scene.model)
+    if args.terminate:
+        kw["terminate"] = load_terminate(args.terminate)
     if process is None or process[0] == 0:
         print(_header(s, scene, why, process), file=sys.stderr)
     r = rollout(scene, s["integrator"], **kw)
@@ -130,16 +141,33 @@ def flagged_lines(flagged: dict, shown: int = 8) -> list[str]:
     return lines
 
 
+def episode_lines(r) -> list[str]:
+    """A closed loop's summary: worlds a termination rule froze, or the episodes of a resetting run."""
+    if r.stats.get("worlds_terminated"):
+        return [f"  terminated: {r.stats['worlds_terminated']} world(s) (on_terminate=freeze)"]
+    if r.path is None or r._loop_info is None or "episode" not in r._loop_info["names"]:
+        return []
+    from mjharness.rollout.h5 import open_rollout
+
+    with open_rollout(r.path) as f:
+        ends = f.episode_table()
+    done = [e for e in ends if e["end"] == "terminated"]
+    mean = f", mean length {np.mean([e['end_step'] - e['start_step'] + 1 for e in done]):.0f} steps" if done else ""
+    return [f"  episodes: {len(ends)} ({len(done)} terminated{mean}); open_rollout(file).episodes(world)"]
+
+
 def _summary(r) -> None:
     from mjharness.integrators.status import status_name
 
     st, B = r.stats, len(r.status)
     failed = ""
     if st["worlds_failed"]:
-        bad = [i for i, code in enumerate(r.status) if code]
+        bad = [i for i, code in enumerate(r.status) if code and code != STATUS_TERMINATED]
         failed = " (" + "; ".join(f"world {i}: {status_name(r.status[i])} at step {int(r.status_step[i])}"
                                   for i in bad[:5]) + (", ..." if len(bad) > 5 else "") + ")"
     print(f"  worlds: {st['worlds_ok']}/{B} ok, {st['worlds_failed']} failed{failed}")
+    for line in episode_lines(r):
+        print(line)
     for line in flagged_lines(st.get("flagged", {})):
         print(line)
     print(f"  wall {st['wall_s']:.2f} s, compile {st['compile_s']:.2f} s (trace {st['trace_s']:.2f} s, "

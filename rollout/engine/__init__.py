@@ -11,13 +11,15 @@ from __future__ import annotations
 import jax
 
 from .distributed import DistributedError, distributed_rollout, initialize
+from .episodes import Controller, Termination
 from .plan import RolloutError, initial_states, integrator_config, make_plan, resolve_scene
 from .results import RolloutResult
 from .run import execute
 from .simulate import simulate
 from .spec import Execution, Loading, Recording, RunSpec, Start, Storage, check_spec
 
-__all__ = ["rollout", "rollout_from_spec", "RunSpec", "Start", "Recording", "Storage", "Execution", "Loading",
+__all__ = ["rollout", "rollout_from_spec", "Controller", "Termination",
+           "RunSpec", "Start", "Recording", "Storage", "Execution", "Loading",
            "check_spec",
            "simulate", "initialize", "distributed_rollout", "DistributedError",
            "RolloutResult", "RolloutError", "resolve_scene", "initial_states",
@@ -31,7 +33,8 @@ def rollout(scene, integrator=None, *, dt: float | None = None, steps: int, batc
             keep: bool = True, t0: float = 0.0, mjx: str = "adapt", quaternion_update: str = "quaternion",
             carry: dict | None = None, outputs=None, output_semantics: str = "live", backend: str = "auto",
             unsupported_contacts: str = "refuse", randomize: dict | None = None,
-            require_space: bool = False) -> RolloutResult:
+            require_space: bool = False, terminate=None, on_terminate: str = "freeze",
+            reset_to: str = "x0") -> RolloutResult:
     """Roll ``scene`` out for ``batch`` worlds and ``steps`` steps of ``dt`` with ``integrator``.
 
     scene: an ``MjScene`` (or any model with ``.layout``/``.dynamics``), an ``MjModel``, a path, an
@@ -44,7 +47,15 @@ def rollout(scene, integrator=None, *, dt: float | None = None, steps: int, batc
     batch / x0: ``batch`` perturbed copies of the default state (velocities moved by ``perturb`` * N(0,1),
         positions by ``perturb_qpos`` * N(0,1), seeded per world by (seed, i)), or explicit initial
         states ``x0`` (B, n) (or (n,) with ``batch``).
-    ctrl: None, an array (B, steps, nu) (one control per step) or a jit-able ``ctrl(t, x) -> (nu,)``.
+    ctrl: None, an array (B, steps, nu) (one control per step), a jit-able ``ctrl(t, x) -> (nu,)``, or a
+        ``Controller(init, step, every=1)`` with per-world state (``engine.episodes``): ``init(x0) -> c0``,
+        ``step(t, x, c) -> (u, c_next)``, jit-able or plain NumPy; its state travels in the carry and the applied
+        controls are recorded (``/ctrl``, (T, B, nu)); docs/episodes.md.
+    terminate: ``fn(t, x) -> bool`` per world (or ``Termination(fn, every, sensors)``), evaluated after each step:
+        ``on_terminate="freeze"`` stops the world (status ``TERMINATED``), ``"reset"`` starts a new episode
+        from ``reset_to`` ("x0", "draw": a fresh initial perturbation keyed by (seed, world, episode), or
+        "key:NAME") with the integrator's and the controller's state reset. ``/episode`` (T, B) and
+        ``/episodes`` record the episodes; ``open_rollout(path).episodes(world)`` cuts them.
     model_params: per-world model fields, e.g. ``{"opt.gravity": (B, 3), "body_mass": (B, nbody)}`` (MJX field
         paths; on MuJoCo C the MjModel's), set as given (derived constants keep their nominal values).
     randomize: per-world model fields drawn from distributions, ``{KEY: DIST}``: KEY ``field`` or ``field:name``

@@ -28,6 +28,7 @@ from mjharness.integrators.contracts import engine_step
 from mjharness.integrators.prng import step_key
 
 from .. import cache
+from . import episodes as _ep
 
 
 class WorldState(NamedTuple):
@@ -52,6 +53,7 @@ class ChunkInput(NamedTuple):
     wids: Any            # (B,) int64 global world index (pad worlds repeat the last one)
     ctrl: Any            # (chunk, B, nu) per-step controls, or a () placeholder
     params: tuple        # per-world model fields, each (B, *field shape)
+    reset: tuple = ()    # (x (B, n), cold carry {name: (B, ...)}) an episode restarts from (episodes.py), or ()
 
 
 class ChunkOutput(NamedTuple):
@@ -71,7 +73,7 @@ class ChunkStatic:
 
     integ: object
     kind: str                # "fixed" | "stochastic" | "adaptive"
-    ctrl_mode: str           # "none" | "array" | "callable"
+    ctrl_mode: str           # "none" | "array" | "callable" | "controller"
     ctrl_fn: object
     params: tuple            # ((field, shape), ...) batched model fields
     carry: tuple             # ((name, shape), ...) in file order; () = nothing carried
@@ -84,6 +86,7 @@ class ChunkStatic:
     outputs: tuple = ()      # adapters.outputs.OutputSpec rows; () = none (the chunk is as without outputs)
     semantics: str = "live"  # "live" | "sampled"
     remat_step: bool = False # jax.checkpoint each step too (simulate): reverse mode keeps states, not MJX data
+    episodes: object = None  # episodes.EpisodePlan: a controller with state / termination rule, or None
 
 
 def world_scene(scene, names, params):
@@ -106,24 +109,31 @@ def _outputs_batched(scene, st: ChunkStatic):
         sc = world_scene(scene, names, params)
         return evaluate_outputs(sc, st.outputs, t, x, u, carry)
 
-    return jax.vmap(world, in_axes=(0, 0, None, 0 if st.ctrl_mode == "array" else None, 0))
+    return jax.vmap(world, in_axes=(0, 0, None, 0 if st.ctrl_mode in ("array", "controller") else None, 0))
 
 
 def _advance_world(scene, st: ChunkStatic):
     """One step of one world: (state of the world, k, constants, ...) -> state of the world."""
-    integ, kind, mode, ctrl_fn = st.integ, st.kind, st.ctrl_mode, st.ctrl_fn
+    integ, kind, mode, ctrl_fn, ep = st.integ, st.kind, st.ctrl_mode, st.ctrl_fn, st.episodes
     step = engine_step(integ)  # one shape, whatever the integrator: (x, carry) / (x, status, carry)
     names = [p for p, _ in st.params]
-    threaded = bool(st.carry)
+    loop_names = {name for name, _ in ep.carry_spec()} if ep is not None else set()
+    integ_names = tuple(name for name, _ in st.carry if name not in loop_names)  # the scene's and integrator's
+    threaded = bool(integ_names)
 
-    def world(x, carry, status, status_step, k, c: StepConstants, wid, u, params):
+    def world(x, carry, status, status_step, k, c: StepConstants, wid, u, params, reset):
         sc = world_scene(scene, names, params)
         t = c.t0 + k * c.dt
+        live = (k < c.steps) & (status == 0)
+        x_before, carry_before = x, carry
+        if ep is not None:  # a new episode where the last one ended; the controller's u (episodes.py)
+            x, carry, u_loop = _ep.begin(ep, sc, t, k, x, carry, live, wid, c.seed, reset)
+            u = u_loop if mode == "controller" else u
         if mode == "callable":
             u = ctrl_fn(t, x)
         elif mode == "none":
             u = None
-        cin = carry if threaded else None  # integrators without a carry are called as before
+        cin = {n: carry[n] for n in integ_names} if threaded else None  # integrators without a carry: as before
         if callable(getattr(sc, "pre_step", None)):  # a System's per-model pre-step hooks
             x = sc.pre_step(t, x)
         code = jnp.int8(0)
@@ -133,25 +143,30 @@ def _advance_world(scene, st: ChunkStatic):
             xn, cn = step(sc, t, x, c.dt, step_key(c.seed, wid, k), ctrl=u, carry=cin)
         else:
             xn, code, cn = step(sc, t, x, t + c.dt, ctrl=u, carry=cin)
-        cn = cn if threaded else carry
+        cn = {**carry, **cn} if threaded else carry
         xn = jnp.asarray(xn, x.dtype)
         code = jnp.asarray(code).astype(jnp.int8)
         code = jnp.where(code != 0, code, jnp.where(jnp.all(jnp.isfinite(xn)), 0, STATUS_NONFINITE).astype(jnp.int8))
-        live = (k < c.steps) & (status == 0)
         ok = live & (code == 0)
         fail = live & (code != 0)
-        x = jnp.where(ok, xn, x)
-        carry = jax.tree.map(lambda new, old: jnp.where(ok, jnp.asarray(new, old.dtype), old), cn, carry)
-        return x, carry, jnp.where(fail, code, status), jnp.where(fail, k, status_step)
+        x = jnp.where(ok, xn, x_before)  # a failed step leaves the world as it was before it, carry included
+        carry = jax.tree.map(lambda new, old: jnp.where(ok, jnp.asarray(new, old.dtype), old), cn, carry_before)
+        status, status_step = jnp.where(fail, code, status), jnp.where(fail, k, status_step)
+        if ep is not None:  # the termination rule on the committed state
+            carry, status, status_step = _ep.end(ep, sc, t + c.dt, k, x, carry, ok, status, status_step)
+        return x, carry, status, status_step
 
     u_axis = 0 if mode == "array" else None
-    return jax.vmap(world, in_axes=(0, 0, 0, 0, None, None, 0, u_axis, 0))
+    return jax.vmap(world, in_axes=(0, 0, 0, 0, None, None, 0, u_axis, 0, 0))
 
 
-def _ctrl_at(st: ChunkStatic, u, t, x):
-    """The controls an output evaluation sees: the last step's (array), the policy's at (t, x) (callable)."""
+def _ctrl_at(st: ChunkStatic, u, t, s: WorldState):
+    """The controls an output evaluation sees: the last step's (array; a controller's, held in the carry), the
+    policy's at (t, x) (callable)."""
     if st.ctrl_mode == "callable":
-        return jax.vmap(st.ctrl_fn, in_axes=(None, 0))(t, x)
+        return jax.vmap(st.ctrl_fn, in_axes=(None, 0))(t, s.x)
+    if st.ctrl_mode == "controller":
+        return s.carry[_ep.CTRL]
     return u if st.ctrl_mode == "array" else None
 
 
@@ -167,7 +182,7 @@ def chunk_fn(scene, st: ChunkStatic):
 
         def step(s: WorldState, k_u):
             k, u = k_u
-            return WorldState(*advance(*s, k, inp.consts, inp.wids, u, inp.params)), None
+            return WorldState(*advance(*s, k, inp.consts, inp.wids, u, inp.params, inp.reset)), None
 
         def sample(s: WorldState, ks_us):
             s, _ = jax.lax.scan(step, s, ks_us)
@@ -185,7 +200,7 @@ def chunk_fn(scene, st: ChunkStatic):
             k_eval = kr[-1] if st.semantics == "sampled" else kr[-1] + 1
             at = pre if st.semantics == "sampled" else s
             t = inp.consts.t0 + k_eval * inp.consts.dt
-            u = _ctrl_at(st, ur[-1], t, at.x)
+            u = _ctrl_at(st, ur[-1], t, at)
             return s, (s.x, s.carry, evaluate(at.x, at.carry, t, u, inp.params))
 
         evaluate = _outputs_batched(scene, st)
@@ -205,8 +220,12 @@ def shardings(st: ChunkStatic):
     b1 = NamedSharding(mesh, P(None, "batch"))
     carry0 = {name: b0 for name, _ in st.carry}
     state = WorldState(x=b0, carry=carry0, status=b0, status_step=b0)
+    resets = st.episodes is not None and st.episodes.resets
+    cold = {name: b0 for name, _ in st.carry if name not in {n for n, _ in st.episodes.carry_spec()}} if resets \
+        else {}
     inp = ChunkInput(k0=rep, consts=StepConstants(rep, rep, rep, rep), wids=b0,
-                     ctrl=b1 if st.ctrl_mode == "array" else rep, params=tuple(b0 for _ in st.params))
+                     ctrl=b1 if st.ctrl_mode == "array" else rep, params=tuple(b0 for _ in st.params),
+                     reset=(b0, cold) if resets else ())
     out = ChunkOutput(state=state, xs=b1, carries={name: b1 for name, _ in st.carry},
                       outputs={o.name: b1 for o in st.outputs})
     return (state, inp), out
@@ -231,7 +250,8 @@ def compiled_chunk(scene, st: ChunkStatic, args: tuple[WorldState, ChunkInput]):
     ins, outs = shardings(st)
     key = None
     # A user function's code cannot be keyed (a ctrl callable, an output function): trace it every process.
-    if st.ctrl_mode != "callable" and not any(o.fn is not None for o in st.outputs):
+    if st.ctrl_mode not in ("callable", "controller") and st.episodes is None and \
+            not any(o.fn is not None for o in st.outputs):
         key = cache.chunk_key(scene, st.integ, (st.kind, st.ctrl_mode, st.params, st.carry, st.samples,
                                                 st.record_every, st.batch, st.n, st.nu)
                                 + ((st.outputs, st.semantics) if st.outputs else ()), args)

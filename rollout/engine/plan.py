@@ -33,7 +33,9 @@ from mjharness.scenes import scene_info
 
 from .. import h5
 from ..errors import RolloutError
+from . import episodes as _ep
 from . import memory as _memory
+from .episodes import Controller, EpisodePlan
 from .params import field_value, has_field
 from .randomize import randomized_params
 from .scene_view import BackendBound, Forward, PerWorldModel, SceneView
@@ -72,6 +74,8 @@ class Plan:
     outputs: tuple = ()      # adapters.outputs.OutputSpec rows (recorded outputs)
     output_semantics: str = "live"
     view: SceneView | None = None   # the scene's features the engine reads (scene_view.py)
+    episodes: EpisodePlan | None = None  # a controller with state / a termination rule (episodes.py)
+    reset: tuple = ()       # (x (B, n) an episode restarts from, cold carry {name: (B, *shape)}) when resetting
 
 
 # -- resolving the scene and the integrator ------------------------------------------------------
@@ -243,6 +247,8 @@ def check_ctrl(scene, ctrl, B: int, steps: int, n: int):
     if ctrl is None:
         return "none", None, None
     nu = nu_of(scene)
+    if isinstance(ctrl, Controller):
+        return "controller", None, ctrl  # checked with the initial states (check_episodes)
     if callable(ctrl):
         if nu == 0:
             raise RolloutError("ctrl is a callable but the scene has no actuators (nu=0)")
@@ -348,7 +354,7 @@ def _ctrl_attr(mode, arr, fn) -> str:
         return "array sha256:" + hashlib.sha256(np.ascontiguousarray(arr).tobytes()).hexdigest()
     if mode == "callable":
         return f"callable {getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
-    return "none"
+    return "controller" if mode == "controller" else "none"
 
 
 def mujoco_model(scene) -> mujoco.MjModel | None:
@@ -397,11 +403,13 @@ def _resume_path(resume, out) -> str:
     return path
 
 
-def check_carry(carry, carry_spec, carry0: dict) -> dict:
-    """A user's initial carry (e.g. ``result.carry`` of a previous run) checked against the plan's."""
+def check_carry(carry, carry_spec, carry0: dict, defaults: tuple = ()) -> dict:
+    """A user's initial carry (e.g. ``result.carry`` of a previous run) checked against the plan's; entries
+    named in ``defaults`` (a closed loop's) may be left out and start as in ``carry0``."""
     if carry is None:
         return carry0
     names = [k for k, _ in carry_spec]
+    carry = {**{k: carry0[k] for k in defaults if k not in carry}, **carry}
     if set(carry) != set(names):
         raise RolloutError(f"carry has entries {sorted(carry)}, this run carries {names}")
     out = {}
@@ -447,18 +455,69 @@ def run_needs(model_params, outputs, randomize=None) -> dict[str, str]:
     return needs
 
 
-def needs_sensors(outputs) -> bool:
-    """Whether recorded outputs read sensors (then loading must keep them: ``load_scene(need_sensors=True)``)."""
-    return any(isinstance(o, str) and (o == "sensordata" or o.startswith("sensor:")) for o in outputs or ())
+def needs_sensors(outputs, ctrl=None, terminate=None) -> bool:
+    """Whether recorded outputs or a closed loop read sensors (then loading must keep them:
+    ``load_scene(need_sensors=True)``)."""
+    return any(isinstance(o, str) and (o == "sensordata" or o.startswith("sensor:")) for o in outputs or ()) or \
+        _ep.wants_sensors(ctrl, terminate)
+
+
+def check_episodes(scene, start, x0: np.ndarray, carry_spec: tuple, carry0: dict, world_offset: int):
+    """(EpisodePlan or None, engine carry spec, engine carry0, reset inputs): a run's controller and termination
+    rule checked by calling them on world 0 (``engine.episodes``), before anything compiles."""
+    ctrl, term = start.ctrl, start.terminate
+    if not isinstance(ctrl, Controller) and term is None:
+        return None, (), {}, ()
+    view = SceneView.of(scene)
+    sensor_specs = ()
+    if _ep.wants_sensors(ctrl, term):
+        sensor_specs = check_outputs(scene, ("sensordata",), "live")
+    sdim = int(np.prod(sensor_specs[0].shape)) if sensor_specs else 0
+    B = x0.shape[0]
+    mode, init_world, treedef, leaves, c0 = "jax", False, None, (), {}
+    if isinstance(ctrl, Controller):
+        mode, init_world, treedef, leaves, c0 = _ep.check_controller(ctrl, x0, world_offset, view.nu, sdim)
+    t_mode, t_sensors = ("jax", False) if term is None else _ep.check_termination(term, x0, sdim)
+    resets = term is not None and start.on_terminate == "reset"
+    reset_to = _ep.check_reset_to(start.reset_to, scene, start.perturb, start.perturb_qpos) if resets else "x0"
+    draw_scale, quats = (), ()
+    if reset_to == "draw":
+        draw_scale = tuple(float(v) for v in _perturb_scale(view, x0.shape[1], start.perturb, start.perturb_qpos))
+        quats = tuple((r.value_slice.start, r.value_slice.stop) for r in scene.layout.special)
+    ep = EpisodePlan(controller=ctrl if isinstance(ctrl, Controller) else None, mode=mode, init_world=init_world,
+                     treedef=treedef, leaves=leaves, nu=view.nu, terminate=term, terminate_mode=t_mode,
+                     terminate_sensors=t_sensors, on_terminate=start.on_terminate, reset_to=reset_to,
+                     draw_scale=draw_scale, quaternions=quats, sensor_specs=sensor_specs)
+    names = {name for name, _ in carry_spec}
+    clash = sorted(names & {name for name, _ in ep.carry_spec()})
+    if clash:
+        raise RolloutError(f"the scene's or integrator's carry names {clash}, which a controller/termination rule "
+                           f"carries too")
+    init = {_ep.CTRL: np.zeros((B, view.nu)), _ep.EPISODE: np.zeros(B), _ep.EPISODE_START: np.zeros(B),
+            _ep.PENDING: np.zeros(B), **c0}
+    engine0 = {name: init[name] for name, _ in ep.carry_spec()}
+    reset = ()
+    if resets:
+        if reset_to == "x0":
+            xr = x0
+        elif reset_to == "draw":
+            base = np.asarray(view.x0() if view.x0 else scene.layout.default_values(), np.float64)
+            xr = np.broadcast_to(base, x0.shape)
+        else:
+            xr = np.broadcast_to(scene.reset(keyframe=reset_to[4:]), x0.shape)
+        reset = (np.array(xr, np.float64), {k: np.array(v) for k, v in carry0.items()})
+    return ep, ep.carry_spec(), engine0, reset
 
 
 def _resumed_file(path) -> dict:
     """What a resume takes from its file, read once: x0, model_params, backend, randomize ({} without resume)."""
     if path is None:
-        return {"x0": None, "model_params": {}, "backend": None, "randomize": None}
+        return {"x0": None, "model_params": {}, "backend": None, "randomize": None, "perturb": None}
     with h5.open_rollout(path) as f:
         attr = lambda k: h5.decode_attr(f.h5.attrs.get(k)) or None  # noqa: E731
-        return {"x0": f.x0, "model_params": f.model_params, "backend": attr("backend"), "randomize": attr("randomize")}
+        perturb = tuple(float(attr(k) or 0.0) for k in ("perturb", "perturb_qpos"))
+        return {"x0": f.x0, "model_params": f.model_params, "backend": attr("backend"), "randomize": attr("randomize"),
+                "perturb": perturb}
 
 
 def draw_params(scene, randomize: dict, seed: int, world_offset: int, B: int, explicit: dict) -> dict:
@@ -509,7 +568,8 @@ def make_plan(scene, integrator, spec: RunSpec, *, world_offset: int = 0, extra_
     scene, backend_why = resolve_run_scene(
         scene, mjx=ld.mjx, quaternion_update=ld.quaternion_update, backend=backend,
         needs=run_needs(start.model_params or resumed["model_params"], rec.outputs, start.randomize),
-        unsupported_contacts=ld.unsupported_contacts, need_sensors=needs_sensors(rec.outputs))
+        unsupported_contacts=ld.unsupported_contacts, need_sensors=needs_sensors(rec.outputs, start.ctrl,
+                                                                               start.terminate))
     integ = scene_integrator(scene, integrator)
     try:
         kind = check_pair(scene, integ)
@@ -528,6 +588,8 @@ def make_plan(scene, integrator, spec: RunSpec, *, world_offset: int = 0, extra_
         if start.carry is not None:
             raise RolloutError("resume takes the carry from the file; do not pass carry")
         x0, model_params, file_randomize = resumed["x0"], resumed["model_params"], resumed["randomize"]
+        # the file's initial perturbation: a resumed reset_to="draw" draws with it
+        start = dataclasses.replace(start, perturb=resumed["perturb"][0], perturb_qpos=resumed["perturb"][1])
         if batch is not None and batch != x0.shape[0]:
             raise RolloutError(f"resume={resume!r}: the file has batch {x0.shape[0]}, batch={batch} was asked")
         batch = None
@@ -545,7 +607,9 @@ def make_plan(scene, integrator, spec: RunSpec, *, world_offset: int = 0, extra_
     if start.randomize and resume is None:
         params = check_model_params(scene, draw_params(scene, start.randomize, start.seed, world_offset, B, params), B)
     carry_spec, carry0 = carry_plan(scene, integ, dt, B)
-    carry0 = check_carry(start.carry, carry_spec, carry0)
+    episodes, ep_spec, ep_carry0, reset = check_episodes(scene, start, x0, carry_spec, carry0, world_offset)
+    carry_spec, carry0 = carry_spec + ep_spec, {**carry0, **ep_carry0}
+    carry0 = check_carry(start.carry, carry_spec, carry0, defaults=tuple(ep_carry0))
     view = SceneView.of(scene)  # the scene's features the engine uses, read once
     attrs = _attrs(view, integ, dt=dt, steps=steps, record_every=record_every, B=B, seed=start.seed, t0=start.t0,
                    chunk=chunk, perturb=start.perturb, ctrl_attr=_ctrl_attr(ctrl_mode, ctrl_arr, ctrl_fn),
@@ -553,13 +617,16 @@ def make_plan(scene, integrator, spec: RunSpec, *, world_offset: int = 0, extra_
     attrs.update(backend_reason=backend_why, perturb_qpos=start.perturb_qpos, **(extra_attrs or {}))
     if randomize:
         attrs["randomize"] = json.dumps(randomize, sort_keys=True)
+    if episodes is not None:
+        attrs.update(episodes.describe())
     if out_specs:
         attrs.update(outputs=",".join(o.name for o in out_specs), output_semantics=rec.output_semantics)
     plan = Plan(scene=scene, integ=integ, kind=kind, dt=dt, steps=steps,
                 record_every=record_every, samples=steps // record_every, chunk=chunk, x0=x0, carry0=carry0,
                 carry_spec=carry_spec, seed=start.seed, ctrl_mode=ctrl_mode, ctrl=ctrl_arr, ctrl_fn=ctrl_fn,
                 params=params, devices=devs, out=out, t0=start.t0, attrs=attrs, outputs=out_specs,
-                output_semantics=rec.output_semantics, world_offset=world_offset, view=view)
+                output_semantics=rec.output_semantics, world_offset=world_offset, view=view, episodes=episodes,
+                reset=reset)
     plan = check_resume(plan) if resume is not None else plan
     if out is not None:
         warn = _memory.check_space(out, _memory.planned_file_bytes(
@@ -586,6 +653,8 @@ def _config_subset(file_cfg, now_cfg) -> bool:
 
 RESUME_MUST_MATCH = ("model_sha256", "integrator", "dt", "record_every", "batch", "seed", "t0", "ctrl",
                      "quaternion_update", "x64", "backend")
+# A closed loop's settings: present in files of runs with a controller / termination rule ("" when absent).
+RESUME_EPISODES = ("controller", "terminate", "on_terminate", "reset_to")
 
 
 def check_resume(plan: Plan) -> Plan:
@@ -607,6 +676,9 @@ def check_resume(plan: Plan) -> Plan:
             continue  # a callable cannot be compared; the caller is trusted to pass the same one
         if k in a and a[k] != want[k] and not (k == "integrator" and _config_subset(a[k], want[k])):
             bad.append(f"{k}: file {a[k]!r}, now {want[k]!r}")
+    for k in RESUME_EPISODES:
+        if not _ep.same_function_config(a.get(k, ""), want.get(k, "")):
+            bad.append(f"{k}: file {str(a.get(k, ''))!r}, now {str(want.get(k, ''))!r}")
     for k in ("outputs", "output_semantics"):  # absent when nothing is recorded: "" on both sides then
         if str(a.get(k, "")) != str(want.get(k, "")):
             bad.append(f"{k}: file {str(a.get(k, ''))!r}, now {str(want.get(k, ''))!r}")

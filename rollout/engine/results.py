@@ -21,7 +21,8 @@ class RolloutResult:
     """
 
     def __init__(self, *, time, x, status, status_step, x0, layout, qpos_segment, qvel_segment, path, stats,
-                 carry=None, integrator=None, outputs=None, output_names=(), model_params=None):
+                 carry=None, integrator=None, outputs=None, output_names=(), model_params=None, loop=None,
+                 loop_info=None):
         self.time = time
         self._x = x
         self.status = status
@@ -37,6 +38,46 @@ class RolloutResult:
         self._outputs = outputs
         self._output_names = tuple(output_names)
         self.model_params = dict(model_params or {})
+        self._loop = loop
+        self._loop_info = loop_info
+
+    def _loop_entry(self, name):
+        if self._loop_info is None or name not in self._loop_info["names"]:
+            return None
+        if self._loop is None:  # keep=False: the file holds it
+            from mjharness.rollout.h5 import open_rollout
+
+            with open_rollout(self.path) as f:
+                return f.carry_entry(name)
+        return self._loop[name]
+
+    @property
+    def ctrl(self) -> np.ndarray | None:
+        """The controls applied during each recorded sample's step, (T, B, nu), for a run with a ``Controller``
+        (the file's ``/ctrl``); None otherwise."""
+        return self._loop_entry("ctrl")
+
+    @property
+    def episode(self) -> np.ndarray | None:
+        """The episode index of each recorded sample, (T, B) int, for a run with a termination rule (the file's
+        ``/episode``); None otherwise."""
+        e = self._loop_entry("episode")
+        return None if e is None else e.astype(np.int64)
+
+    def episodes(self, world: int) -> list[dict]:
+        """The episodes of ``world`` (global index): ``{episode, start_step, end_step, end, samples, time, x}``
+        as ``RolloutFile.episodes`` gives them; [] without a termination rule."""
+        from mjharness.rollout.h5 import cut_episodes
+
+        if self._loop_info is None or "episode" not in self._loop_info["names"]:
+            return []
+        info = self._loop_info
+        return cut_episodes(self.episode, self._loop_entry("episode_start"), self._loop_entry("terminated"),
+                            self.status, self.status_step, world - info["world_offset"], time=self.time,
+                            x=self.x[:, world - info["world_offset"]] if 0 <= world - info["world_offset"] <
+                            len(self.status) else None,
+                            record_every=info["record_every"], steps=info["steps"], complete=True,
+                            world_offset=info["world_offset"])
 
     @property
     def outputs(self) -> dict:

@@ -18,8 +18,10 @@ import numpy as np
 
 from mjharness.adapters.backends import ChunkRequest
 from mjharness.adapters.outputs import flagged_rows, output_attrs, sensor_table
+from mjharness.integrators import STATUS_TERMINATED as TERMINATED
 
 from .. import h5
+from . import episodes as _ep
 from .chunk import ChunkInput, ChunkOutput, ChunkStatic, StepConstants, WorldState, compiled_chunk, shardings
 from .plan import Plan
 from .results import RolloutResult
@@ -38,7 +40,7 @@ def _static(plan: Plan, Bp: int) -> ChunkStatic:
                        params=tuple((k, v.shape[1:]) for k, v in plan.params.items()), carry=plan.carry_spec,
                        samples=plan.chunk // plan.record_every, record_every=plan.record_every, batch=Bp,
                        n=plan.x0.shape[1], nu=plan.view.nu, devices=plan.devices, outputs=plan.outputs,
-                       semantics=plan.output_semantics)
+                       semantics=plan.output_semantics, episodes=plan.episodes)
 
 
 def _start_state(plan: Plan, resume: bool):
@@ -81,10 +83,15 @@ def _file_spec(plan: Plan, T: int, S: int, compression) -> h5.FileSpec:
         model_params=plan.params, model_param_attrs=_param_attrs(plan), samples=T, qpos=view.qpos_segment,
         qvel=view.qvel_segment, time_chunk=S, compression=compression,
         sample_dtype="f8" if plan.attrs["x64"] else "f4",  # the file's samples have the run's float width
-        carry_layout=tuple((name, int(np.prod(shape, dtype=np.int64))) for name, shape in plan.carry_spec),
+        carry_layout=tuple((name, tuple(shape)) for name, shape in plan.carry_spec),
         carry0=_flat_carry({k: v[None] for k, v in plan.carry0.items()}, plan.carry_spec, 1, B)[0]
         if plan.carry_spec else None, outputs=_output_records(plan),
-        sensors=tuple(sensor_table(model)) if any(o.field == "sensordata" for o in plan.outputs) else ())
+        sensors=tuple(sensor_table(model)) if any(o.field == "sensordata" for o in plan.outputs) else (),
+        carry_views=tuple(name for name in CARRY_VIEWS if name in dict(plan.carry_spec)) if plan.episodes else ())
+
+
+# Carry entries of a closed loop a file also shows at its root (virtual datasets over /carry): /ctrl, /episode.
+CARRY_VIEWS = (_ep.CTRL, _ep.EPISODE)
 
 
 def _param_attrs(plan: Plan) -> dict:
@@ -109,6 +116,8 @@ def _input_maker(plan: Plan, i_in: ChunkInput, Bp: int):
     wids += plan.world_offset  # global world index: noise streams do not depend on the process split
     wids_d = put(wids, i_in.wids)
     params = tuple(put(_pad(v, Bp), sh) for v, sh in zip(plan.params.values(), i_in.params))
+    reset = () if not plan.reset else (put(_pad(plan.reset[0], Bp), i_in.reset[0]),
+                                       {k: put(_pad(v, Bp), i_in.reset[1][k]) for k, v in plan.reset[1].items()})
     consts = StepConstants(put(np.float64(plan.t0), i_in.consts.t0), put(np.float64(plan.dt), i_in.consts.dt),
                            put(np.int64(plan.steps), i_in.consts.steps), put(np.int64(plan.seed), i_in.consts.seed))
 
@@ -120,7 +129,8 @@ def _input_maker(plan: Plan, i_in: ChunkInput, Bp: int):
             if u.shape[1] < plan.chunk:  # masked steps past the end: any finite value
                 u = np.concatenate([u, np.zeros((B, plan.chunk - u.shape[1], u.shape[2]))], axis=1)
             u = put(np.ascontiguousarray(_pad(u, Bp).transpose(1, 0, 2)), i_in.ctrl)
-        return ChunkInput(k0=put(np.int64(k), i_in.k0), consts=consts, wids=wids_d, ctrl=u, params=params)
+        return ChunkInput(k0=put(np.int64(k), i_in.k0), consts=consts, wids=wids_d, ctrl=u, params=params,
+                          reset=reset)
 
     return chunk_input
 
@@ -146,19 +156,29 @@ def _open_writer(plan: Plan, resume: bool, S: int, compression):
 
 
 def _memory(plan: Plan, keep: bool, resume: bool):
-    """(x (T, B, n), outputs {name: (T, B, ...)}) in memory, the resumed file's samples filled in."""
+    """(x (T, B, n), outputs {name: (T, B, ...)}, closed-loop carry {name: (T, B, ...)}) in memory, the resumed
+    file's samples filled in."""
     if not keep:
-        return None, None
+        return None, None, None
     B, n = plan.x0.shape
     xs_mem = np.empty((plan.samples, B, n))
     outs = {o.name: np.full((plan.samples, B) + o.shape, np.nan) for o in plan.outputs}
+    loop = {name: np.full((plan.samples, B) + tuple(shape), np.nan) for name, shape in _loop_spec(plan)}
     j_start = plan.start_step // plan.record_every
     if resume and j_start > 0:
         with h5.open_rollout(plan.out) as f:
             xs_mem[:j_start] = f.h5["x"][:j_start]
             for name, v in outs.items():
                 v[:j_start] = f.h5["outputs"][name][:j_start]
-    return xs_mem, outs
+            if loop:
+                held = h5.carry_dict(f.carry_layout, f.read("carry", np.s_[:j_start]))
+                for name, v in loop.items():
+                    v[:j_start] = held[name].reshape(v[:j_start].shape)
+    return xs_mem, outs, loop
+
+
+def _loop_spec(plan: Plan) -> tuple:
+    return plan.episodes.carry_spec() if plan.episodes is not None else ()
 
 
 def _note_flags(flags: dict, specs, outputs: dict, j0: int) -> None:
@@ -171,7 +191,7 @@ def _note_flags(flags: dict, specs, outputs: dict, j0: int) -> None:
 
 
 def _loop(plan: Plan, st: ChunkStatic, compiled, state, chunk_input, *, writer, xs_mem, outs_mem, guard, bar,
-          host, flags=None):
+          host, flags=None, loop_mem=None):
     """Run the chunks from ``plan.start_step``; returns the host (status, status_step, carry) at the end.
     ``flags`` (a dict) collects the rows the outputs flag (``_note_flags``)."""
     B = plan.x0.shape[0]
@@ -198,6 +218,8 @@ def _loop(plan: Plan, st: ChunkStatic, compiled, state, chunk_input, *, writer, 
         times = plan.t0 + (np.arange(j0, j0 + nvalid) + 1) * R * plan.dt
         if xs_mem is not None:
             xs_mem[j0:j0 + nvalid] = xs
+        for name, v in (loop_mem or {}).items():
+            v[j0:j0 + nvalid] = np.asarray(cs[name])[:nvalid, :B]
         if writer is not None and nvalid:
             flat = _flat_carry(cs, plan.carry_spec, S, st.batch)
             writer.put(j0, times, xs, st_h, sst_h, carry=None if flat is None or not writer.has_carry
@@ -205,7 +227,7 @@ def _loop(plan: Plan, st: ChunkStatic, compiled, state, chunk_input, *, writer, 
         k_next = min(k + plan.chunk, plan.steps)
         if bar is not None:
             bar.update(k_next - k)
-            bar.set_postfix_str(f"{int((st_h != 0).sum())} failed", refresh=False)
+            bar.set_postfix_str(_bar_text(st_h[:B], cs, plan, B), refresh=False)
         k = k_next
     return np.array(st_h), np.array(sst_h), {name: np.asarray(v)[:B] for name, v in carry_h.items()}
 
@@ -219,7 +241,7 @@ def _host_chunks(plan: Plan, B: int):
     req = ChunkRequest(integ=plan.integ, kind=plan.kind, dt=plan.dt, t0=plan.t0, steps=plan.steps,
                        record_every=plan.record_every, chunk=plan.chunk, ctrl_mode=plan.ctrl_mode,
                        per_world_params=bool(plan.params), carry=plan.carry_spec, outputs=plan.outputs,
-                       semantics=plan.output_semantics)
+                       semantics=plan.output_semantics, closed_loop=plan.episodes is not None)
     runner = plan.view.chunk_runner(req, B)
     if runner is None:
         return None
@@ -266,7 +288,7 @@ def execute(plan: Plan, *, progress, compression, watchdog_s, keep, resume) -> R
     except BaseException:
         lock and lock.release()
         raise
-    xs_mem, outs_mem = _memory(plan, keep, resume)
+    xs_mem, outs_mem, loop_mem = _memory(plan, keep, resume)
     guard = _watchdog(watchdog_s, plan.view.name, B)
     bar = _progress(progress, plan.steps, plan.start_step)
     t_run = _time.perf_counter()
@@ -275,7 +297,7 @@ def execute(plan: Plan, *, progress, compression, watchdog_s, keep, resume) -> R
     try:
         status, status_step, carry = _loop(plan, st, compiled, state, chunk_input, writer=writer, xs_mem=xs_mem,
                                            outs_mem=outs_mem, guard=guard, bar=bar, host=(status, status_step, carry),
-                                           flags=flags)
+                                           flags=flags, loop_mem=loop_mem)
         done = True
     finally:
         if bar is not None:
@@ -283,6 +305,10 @@ def execute(plan: Plan, *, progress, compression, watchdog_s, keep, resume) -> R
         try:
             if writer is not None:
                 writer.close(complete=done)
+                if done and plan.episodes is not None and plan.episodes.terminate is not None:
+                    with h5.open_rollout(plan.out) as f:  # /episodes for generic readers (the reader derives it too)
+                        rows = f.episode_table()
+                    h5.write_episode_table(plan.out, rows)
         finally:
             lock and lock.release()
     run_s = _time.perf_counter() - t_run
@@ -291,7 +317,8 @@ def execute(plan: Plan, *, progress, compression, watchdog_s, keep, resume) -> R
                  trace_cache=trace_source, steps=steps_run,
                  steps_per_s=steps_run / run_s if run_s > 0 else float("inf"),
                  world_steps_per_s=steps_run * B / run_s if run_s > 0 else float("inf"),
-                 worlds_ok=int((status == 0).sum()), worlds_failed=int((status != 0).sum()),
+                 worlds_ok=int((status == 0).sum()), worlds_failed=int(((status != 0) & (status != TERMINATED)).sum()),
+                 worlds_terminated=int((status == TERMINATED).sum()),
                  file_bytes=os.path.getsize(plan.out) if plan.out else 0, devices=ndev, chunk=plan.chunk,
                  backend=plan.attrs.get("backend", ""), backend_reason=plan.attrs.get("backend_reason", ""),
                  # {output: {world: (first flagged row, flagged rows)}} over this call's rows (contact overflow)
@@ -302,7 +329,28 @@ def execute(plan: Plan, *, progress, compression, watchdog_s, keep, resume) -> R
                          qpos_segment=plan.view.qpos_segment,
                          qvel_segment=plan.view.qvel_segment, path=plan.out, stats=stats,
                          carry=carry, integrator=plan.integ, outputs=outs_mem,
-                         output_names=tuple(o.name for o in plan.outputs), model_params=plan.params)
+                         output_names=tuple(o.name for o in plan.outputs), model_params=plan.params,
+                         loop=loop_mem, loop_info=_loop_info(plan))
+
+
+def _loop_info(plan: Plan) -> dict | None:
+    """What ``RolloutResult.episodes`` needs besides the recorded carry (None without a closed loop)."""
+    if plan.episodes is None:
+        return None
+    return dict(record_every=plan.record_every, steps=plan.steps, world_offset=plan.world_offset,
+                names=tuple(name for name, _ in plan.episodes.carry_spec()))
+
+
+def _bar_text(status, carries: dict, plan: Plan, B: int) -> str:
+    """The progress bar's tail: failed worlds, and terminated worlds / episodes begun with a termination rule."""
+    failed = int(((status != 0) & (status != TERMINATED)).sum())
+    text = f"{failed} failed"
+    if plan.episodes is not None and plan.episodes.terminate is not None:
+        if plan.episodes.resets:
+            text += f", {int(np.asarray(carries[_ep.EPISODE])[-1, :B].sum())} resets"
+        else:
+            text += f", {int((status == TERMINATED).sum())} terminated"
+    return text
 
 
 # How the chunk function was obtained (rollout/cache.compile_cached's source), as the phase line says it.

@@ -20,6 +20,7 @@ import numpy as np
 from mjharness.adapters.backends import AUTO, BACKEND_NAMES
 
 from ..errors import RolloutError
+from .episodes import ON_TERMINATE, as_termination
 from .randomize import parse_dist
 
 SEMANTICS = ("live", "sampled")
@@ -40,11 +41,17 @@ class Start:
             without ``qvel_segment``).
         perturb_qpos: std-dev of the initial perturbation of positions (qpos; quaternions renormalised).
         t0: time of x0.
-        ctrl: None, an array (B, steps, nu) or a jit-able ``ctrl(t, x) -> (nu,)``.
+        ctrl: None, an array (B, steps, nu), a jit-able ``ctrl(t, x) -> (nu,)`` or a ``Controller`` (a
+            controller with state, ``engine.episodes``; its applied controls are recorded as ``/ctrl``).
         model_params: per-world model fields {field path: (B, *shape)}.
         randomize: per-world model fields drawn from distributions {KEY: DIST} (``engine.randomize``),
             keyed by (seed, global world, KEY); derived constants recomputed as ``mj_setConst`` would.
         carry: initial carry (e.g. a previous result's ``carry``); None = cold.
+        terminate: None, ``fn(t, x[, sensordata]) -> bool`` or a ``Termination``: ends a world's episode
+            after a step (``engine.episodes``).
+        on_terminate: "freeze" (the world stops, status ``TERMINATED``) or "reset" (a new episode starts).
+        reset_to: where a reset episode starts: "x0" (the world's x0), "draw" (a fresh draw of the initial
+            perturbation keyed by (seed, world, episode)) or "key:NAME" (a keyframe).
     """
 
     batch: int | None = None
@@ -57,6 +64,9 @@ class Start:
     model_params: dict | None = None
     randomize: dict | None = None
     carry: dict | None = None
+    terminate: Any = None
+    on_terminate: str = "freeze"
+    reset_to: str = "x0"
 
 
 @dataclass(frozen=True)
@@ -217,8 +227,14 @@ def check_spec(spec: RunSpec) -> RunSpec:
         raise RolloutError(f"randomize must be a dict {{KEY: DIST}}, got {type(s.randomize).__name__}")
     for key, text in (s.randomize or {}).items():  # the distributions' syntax, before any scene is loaded
         parse_dist(key, text)
+    _choice("on_terminate", s.on_terminate, ON_TERMINATE)
+    if s.on_terminate == "reset" and s.terminate is None:
+        raise RolloutError('on_terminate="reset" needs a terminate rule (terminate=fn(t, x) -> bool)')
+    if not (s.reset_to in ("x0", "draw") or (isinstance(s.reset_to, str) and s.reset_to.startswith("key:"))):
+        raise RolloutError(f"reset_to must be 'x0', 'draw' or 'key:NAME', got {s.reset_to!r}")
     start = dataclasses.replace(
-        s, randomize=dict(s.randomize) if s.randomize else None, seed=check_int("seed", s.seed, 0),
+        s, terminate=as_termination(s.terminate), randomize=dict(s.randomize) if s.randomize else None,
+        seed=check_int("seed", s.seed, 0),
         perturb=check_finite("perturb", s.perturb, 0),
         perturb_qpos=check_finite("perturb_qpos", s.perturb_qpos, 0), t0=check_finite("t0", s.t0),
         batch=None if s.batch is None else check_int("batch", s.batch, 1))

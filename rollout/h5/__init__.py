@@ -8,6 +8,7 @@ errors; ``lock``: one writer per file; ``digest``: the content digest; ``superbl
 killed writer left; ``integrity``: ``verify``. See docs/files.md.
 """
 
+from .episodes import cut_episodes, episode_table
 from .errors import CorruptFileError, FileInUseError, FileNotReadyError, RolloutFileError, RolloutWriteError
 from .format import FORMAT, FORMAT_VERSION, FileSpec, decode_attr
 from .layout import (
@@ -22,11 +23,11 @@ from .layout import (
 from .lock import FileLock, check_not_in_use
 from .model import model_differences, model_fields, model_from_mjb, model_mjb, model_sha256
 from .reader import RolloutFile, open_rollout
-from .writer import RolloutWriter, create_rollout_file, extend_rollout_file, open_for_write
+from .writer import RolloutWriter, create_rollout_file, extend_rollout_file, open_for_write, write_episode_table
 
 __all__ = ["RolloutWriter", "RolloutFile", "open_rollout", "create_rollout_file", "extend_rollout_file",
            "layout_table", "layout_from_table", "carry_layout_from_table", "carry_size", "carry_vector",
            "carry_dict", "CARRY_UPDATE", "model_mjb", "model_sha256", "model_from_mjb", "model_fields",
            "model_differences", "decode_attr", "FileSpec", "RolloutFileError", "FORMAT", "FORMAT_VERSION",
            "CorruptFileError", "FileInUseError", "FileNotReadyError", "RolloutWriteError", "FileLock",
-           "check_not_in_use", "open_for_write"]
+           "check_not_in_use", "open_for_write", "write_episode_table", "episode_table", "cut_episodes"]

@@ -107,6 +107,7 @@ class FileSpec:
     outputs: tuple = ()         # ((name, per-world shape, attrs dict, row labels, component labels), ...)
     sensors: tuple = ()         # rows of adapters.outputs.sensor_table (written when "sensordata" is an output)
     model_param_attrs: dict = field(default_factory=dict)  # field -> {attr: value} on /model_params/<field>
+    carry_views: tuple = ()     # carry entries also shown at the root (virtual over /carry): "ctrl", "episode"
 
 
 # Datasets of ``/outputs`` that are not outputs: its axes for generic readers (``time`` a view of ``/time``,

@@ -178,6 +178,12 @@ def carry_layout_from_table(table) -> tuple[tuple[str, int], ...]:
     return out
 
 
+def carry_slots_of_table(table) -> dict:
+    """{carry name: (declared shape, offset, size)} of the table's carry rows."""
+    rows = sorted((row for row in _rows_of(table) if row["update"] == CARRY_UPDATE), key=lambda row: row["offset"])
+    return {row["name"]: (_parse_shape(row["shape"]), int(row["offset"]), int(row["size"])) for row in rows}
+
+
 def layout_from_table(table) -> StateLayout:
     """Rebuild the ``StateLayout`` of the states a ``/layout`` table describes (carry rows are not
     states) and check every offset matches."""

@@ -21,9 +21,10 @@ import numpy as np
 
 from mjharness.integrators import StateError, StateLayout
 
+from .episodes import cut_episodes, episode_table
 from .errors import CorruptFileError, FileNotReadyError, RolloutFileError
 from .format import FORMAT, decode_attr, is_output
-from .layout import carry_dict, carry_layout_from_table, carry_size, layout_from_table
+from .layout import carry_dict, carry_layout_from_table, carry_size, carry_slots_of_table, layout_from_table
 from .model import asset_name, model_from_mjb, model_from_xml
 
 MODEL_SOURCES = ("auto", "mjb", "xml")
@@ -221,6 +222,56 @@ class RolloutFile:
         if not self.carry_layout:
             return {}
         return carry_dict(self.carry_layout, self.read("carry", int(j)))
+
+    def carry_entry(self, name: str) -> np.ndarray:
+        """One carry entry over the flushed samples, (T, B, *declared shape) (e.g. a closed loop's ``ctrl``)."""
+        slots = carry_slots_of_table(self.read("layout"))
+        if name not in slots:
+            raise KeyError(f"{self.path}: the carry has no entry {name!r} (entries: {sorted(slots)})")
+        shape, off, size = slots[name]
+        T = self.samples
+        return self.read("carry", np.s_[:T, :, off:off + size]).reshape((T, self.batch) + shape)
+
+    # -- a closed loop's controls and episodes (rollout(ctrl=Controller(...), terminate=...)) ------------
+
+    @property
+    def ctrl(self) -> np.ndarray:
+        """The controls a ``Controller`` applied during each flushed sample's step, (T, B, nu)."""
+        if "ctrl" not in carry_slots_of_table(self.read("layout")):
+            raise KeyError(f"{self.path}: no /ctrl: the run had no Controller (its controls were inputs)")
+        return self.carry_entry("ctrl")
+
+    @property
+    def episode(self) -> np.ndarray:
+        """The episode index of each flushed sample, (T, B) int64 (a run with a termination rule)."""
+        return self._loop_entry("episode").astype(np.int64)
+
+    def _loop_entry(self, name):
+        try:
+            return self.carry_entry(name)
+        except KeyError:
+            raise KeyError(f"{self.path}: the run had no termination rule (no /episode)") from None
+
+    def episode_table(self) -> list[dict]:
+        """Every world's episodes: ``{world, episode, start_step, end_step, end, samples}`` (``engine.episodes``)."""
+        a = self.attrs
+        return episode_table(self.episode, self._loop_entry("episode_start"), self._loop_entry("terminated"),
+                             self.status, self.status_step, record_every=int(a["record_every"]),
+                             steps=int(a["steps"]), samples_done=self.samples, complete=self.complete,
+                             world_offset=int(a.get("world_offset", 0) or 0))
+
+    def episodes(self, world: int) -> list[dict]:
+        """The episodes of ``world``: ``{episode, start_step, end_step, end, samples, time, x}`` each, ``time``
+        (m,) and ``x`` (m, n) the recorded samples of the episode (its terminal state is the last; a reset
+        episode's first state is not a sample). ``end``: "terminated", "failed", "truncated" or "running"."""
+        a = self.attrs
+        if not isinstance(world, (int, np.integer)) or isinstance(world, bool) or not 0 <= world < self.batch:
+            raise IndexError(f"{self.path}: world {world!r} is not one of the file's {self.batch} worlds")
+        w = int(world)
+        return cut_episodes(self.episode, self._loop_entry("episode_start"), self._loop_entry("terminated"),
+                            self.status, self.status_step, w, time=self.time,
+                            x=self.read("x", np.s_[: self.samples, w]), record_every=int(a["record_every"]),
+                            steps=int(a["steps"]), complete=self.complete)
 
     # -- the model ----------------------------------------------------------------------------------
 

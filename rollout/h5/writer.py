@@ -37,10 +37,11 @@ from .format import (
     compression_kwargs,
     create_samples_dataset,
     create_small,
+    decode_attr,
     is_output,
     set_attr,
 )
-from .layout import carry_size, carry_vector, normalize_carry_layout, with_carry_rows
+from .layout import carry_size, carry_slots_of_table, carry_vector, normalize_carry_layout, with_carry_rows
 from .model import asset_key, model_mjb
 
 
@@ -171,6 +172,9 @@ def _populate(f: h5py.File, spec: FileSpec, x0, carry_layout, c0, record) -> Non
     for name, seg in (("qpos", spec.qpos), ("qvel", spec.qvel)):
         if seg is not None:
             _virtual(f, name, seg, T, B, n)
+    if spec.carry_views:
+        f.attrs["carry_views"] = ",".join(spec.carry_views)
+        _carry_views(f, T, B)
     if spec.outputs:
         _create_outputs(f, spec, T, B)
     f.attrs["content_sha256"] = content_digest(f)
@@ -346,6 +350,35 @@ def _virtual(f: h5py.File, name: str, seg: slice, T: int, B: int, n: int) -> Non
     _attach_vds_axes(f, f.create_virtual_dataset(name, lay, fillvalue=np.nan), name, seg)
 
 
+def _carry_views(f: h5py.File, T: int, B: int) -> None:
+    """``/<name>`` (T, B, *shape) over the carry entry ``name`` for each name of the ``carry_views`` attribute (a
+    closed loop's applied controls ``/ctrl`` and episode index ``/episode``): the carry holds them, no second copy."""
+    names = [v for v in decode_attr(f.attrs.get("carry_views", "")).split(",") if v]
+    if not names:
+        return
+    slots = carry_slots_of_table(f["layout"][()])
+    nc = f["carry"].shape[2]
+    for name in names:
+        shape, off, size = slots[name]
+        if name in f:
+            del f[name]
+        lay = h5py.VirtualLayout(shape=(T, B) + ((size,) if shape else ()), dtype=f["carry"].dtype)
+        src = h5py.VirtualSource(".", "carry", shape=(T, B, nc))
+        if T and B:
+            if shape:
+                lay[:, :, :] = src[:, :, off:off + size]
+            else:
+                lay[:, :] = src[:, :, off]
+        vds = f.create_virtual_dataset(name, lay, fillvalue=np.nan)
+        if "time" in f and "world" in f:
+            vds.dims[0].attach_scale(f["time"])
+            vds.dims[1].attach_scale(f["world"])
+            if shape:
+                key = f"{name}_index"
+                labels = f[key] if key in f else _label_scale(f, key, [f"{name}[{i}]" for i in range(size)])
+                vds.dims[2].attach_scale(labels)
+
+
 def _attach_vds_axes(f: h5py.File, vds, name: str, seg: slice) -> None:
     """``time``, ``world`` and ``<name>_index`` (labels of the segment's components) on /qpos or /qvel."""
     if not all(k in f for k in ("time", "world", "state")):
@@ -399,6 +432,7 @@ def extend_rollout_file(path: str, samples: int, attrs: dict, start: int | None 
                 for name in ("qpos", "qvel"):
                     if name in f:
                         _virtual(f, name, _vds_segment(f[name]), samples, B, n)
+                _carry_views(f, samples, B)
                 for name, ds in (f["outputs"].items() if "outputs" in f else ()):
                     if is_output(name):  # not the axes ("time" follows /time) and labels
                         ds.resize((samples,) + ds.shape[1:])
@@ -407,6 +441,8 @@ def extend_rollout_file(path: str, samples: int, attrs: dict, start: int | None 
             for k, v in attrs.items():
                 set_attr(f, k, v)
             f.attrs["complete"] = False
+            if "episodes" in f:  # the table of a finished run: rewritten when the resumed one finishes
+                del f["episodes"]
             if "progress" in f:
                 held = int(f["progress"][0]) if start is None else int(start)
                 f["progress"][:] = [held, 0]
@@ -611,3 +647,24 @@ class RolloutWriter:
             if not self._progress:
                 raise
             return True
+
+
+EPISODE_ROW = np.dtype([("world", "<i8"), ("episode", "<i8"), ("start_step", "<i8"), ("end_step", "<i8"),
+                        ("end", h5py.string_dtype())])
+
+
+def write_episode_table(path: str, rows: list[dict]) -> None:
+    """``/episodes`` of a finished run with a termination rule: one row per world and episode (world, episode,
+    start_step, end_step, end), as ``RolloutFile.episode_table`` derives them from the recorded carry."""
+    table = np.array([(d["world"], d["episode"], d["start_step"], d["end_step"], d["end"]) for d in rows],
+                     dtype=EPISODE_ROW)
+    try:
+        with h5py.File(path, "r+", libver="latest", locking=False) as f:
+            if "episodes" in f:
+                del f["episodes"]
+            f.create_dataset("episodes", data=table)
+            f["episodes"].attrs["end"] = "terminated | failed | truncated (the run ended) | running"
+    except OSError as e:
+        raise RolloutWriteError(f"{path}: writing /episodes failed: {_os_text(e)}; the samples are complete, "
+                                f"open_rollout(path).episodes(world) derives them", path=path, dataset="episodes",
+                                os_error=e) from None

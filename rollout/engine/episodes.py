@@ -1,0 +1,398 @@
+"""Closed loops inside a run: controllers with state, per-world termination, resets and episodes.
+
+A ``Controller(init, step, every)`` computes each world's controls from its state and its own
+controller state ``c`` (a pytree: an integral term, a filter, a phase of a state machine). A
+termination rule ``terminate(t, x) -> bool`` ends a world's episode after a step; the world is then
+frozen (``on_terminate="freeze"``, status ``TERMINATED``) or starts a new episode from its x0, a
+keyframe or a fresh draw of the initial perturbation (``on_terminate="reset"``, ``reset_to``).
+
+Everything a closed loop remembers travels in the run's carry, per world, next to the integrator's
+(warm start, step size), so it is recorded with every sample and a resumed run continues it bit for
+bit: ``ctrl`` (the control applied during the last step, the file's ``/ctrl``), ``episode`` (the
+file's ``/episode``), ``episode_start`` (global index of the episode's first step), ``terminated``
+(1 after the step that ended the episode, until the reset at the next step) and the controller
+state's leaves (``controller<path>``). The step functions are traced into the chunk (jit-able JAX
+code, any backend) or, when they are plain NumPy, called on the host for each world through
+``jax.pure_callback`` (``mode == "host"``).
+
+One step of a world (global index k, time t = t0 + k dt), in this order:
+1. a world whose previous step ended its episode (``reset``) restarts: state, integrator carry and
+   controller state as at an episode's start, ``episode += 1``, ``episode_start = k``;
+2. every ``every`` steps of the episode the controller runs (zero-order hold in between):
+   ``u, c = step(t, x, c)``; the integrator advances with ``u``;
+3. every ``terminate.every`` steps of the episode the rule is evaluated on the new state at t + dt.
+A step that fails (non-finite state) leaves the world frozen at its last good state and carry, as in
+any run.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from mjharness.integrators import STATUS_TERMINATED
+
+from ..errors import RolloutError
+
+CTRL, EPISODE, EPISODE_START, PENDING = "ctrl", "episode", "episode_start", "terminated"
+CONTROLLER = "controller"   # prefix of the controller state's carry entries
+ON_TERMINATE = ("freeze", "reset")
+
+
+@dataclass(frozen=True, eq=False)
+class Controller:
+    """A controller with state, per world.
+
+    Attributes:
+        init: ``init(x0) -> c0`` (or ``init(x0, world)``, world the global world index): the controller state of
+            a world starting from ``x0`` (n,), a pytree of arrays; called at the run's start and at every reset.
+        step: ``step(t, x, c) -> (u, c_next)`` (``step(t, x, c, sensordata)`` with ``sensors=True``): the controls
+            (nu,) applied until the next call and the next controller state (same structure, shapes, dtypes).
+            Jit-able JAX code runs inside the compiled chunk; plain NumPy code runs on the host, world by world.
+        every: run ``step`` every ``every`` steps of the episode and hold ``u`` in between (zero-order hold).
+        sensors: pass the model's ``sensordata`` at (t, x), evaluated with the held controls.
+    """
+
+    init: Callable
+    step: Callable
+    every: int = 1
+    sensors: bool = False
+
+
+@dataclass(frozen=True, eq=False)
+class Termination:
+    """``fn(t, x) -> bool`` (``fn(t, x, sensordata)`` with ``sensors=True``) per world, evaluated on the state after
+    every ``every``-th step of an episode. ``rollout(terminate=fn)`` means ``Termination(fn)``."""
+
+    fn: Callable
+    every: int = 1
+    sensors: bool = False
+
+
+@dataclass(frozen=True)
+class EpisodePlan:
+    """A run's checked closed loop (``check_episodes``): what the compiled chunk needs, hashable."""
+
+    controller: Controller | None
+    mode: str                    # "jax" | "host": how the controller's functions are called
+    init_world: bool             # init takes (x0, world)
+    treedef: Any                 # of the controller state
+    leaves: tuple                # ((carry name, shape, dtype str), ...) of the controller state
+    nu: int
+    terminate: Termination | None
+    terminate_mode: str          # "jax" | "host"
+    terminate_sensors: bool
+    on_terminate: str            # "freeze" | "reset"
+    reset_to: str                # "x0" | "draw" | "key:NAME"
+    draw_scale: tuple            # per-state std-dev of a fresh draw (reset_to="draw"), () otherwise
+    quaternions: tuple           # ((start, stop), ...) value slices renormalised after a draw
+    sensor_specs: tuple          # adapters.outputs rows of "sensordata" (when a function reads sensors)
+
+    @property
+    def resets(self) -> bool:
+        return self.terminate is not None and self.on_terminate == "reset"
+
+    @property
+    def sensors(self) -> bool:
+        return bool(self.controller is not None and self.controller.sensors) or self.terminate_sensors
+
+    def carry_spec(self) -> tuple:
+        """The engine's carry entries ((name, shape), ...): applied controls, episode bookkeeping, controller."""
+        spec = [(CTRL, (self.nu,))] if self.controller is not None else []
+        if self.terminate is not None:
+            spec += [(EPISODE, ()), (EPISODE_START, ()), (PENDING, ())]
+        return tuple(spec) + tuple((name, shape) for name, shape, _ in self.leaves)
+
+    def describe(self) -> dict:
+        """File attributes (what a resume must match)."""
+        out = {}
+        if self.controller is not None:
+            c = self.controller
+            out["controller"] = f"every={c.every} sensors={c.sensors} {self.mode}; step={_qualname(c.step)}"
+        if self.terminate is not None:
+            t = self.terminate
+            out.update(terminate=f"every={t.every} sensors={self.terminate_sensors} {self.terminate_mode}; "
+                                 f"fn={_qualname(t.fn)}",
+                       on_terminate=self.on_terminate, reset_to=self.reset_to if self.resets else "")
+        return out
+
+
+def _qualname(fn) -> str:
+    return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
+
+
+def _positional(fn) -> int:
+    """The number of positional parameters ``fn`` takes (-1: *args or unknown)."""
+    try:
+        ps = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return -1
+    if any(p.kind == p.VAR_POSITIONAL for p in ps):
+        return -1
+    return sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in ps)
+
+
+_HOST_ERRORS = (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError,
+                jax.errors.TracerBoolConversionError, jax.errors.TracerIntegerConversionError)
+
+
+def _traceable(fn, *args) -> bool:
+    """Whether ``fn`` traces with abstract ``args`` (JAX code); False for NumPy code (it needs concrete values)."""
+    try:
+        jax.eval_shape(fn, *args)
+        return True
+    except _HOST_ERRORS:
+        return False
+    except Exception:  # noqa: BLE001 - the concrete call that follows names the user's error
+        return False
+
+
+def _leaf_name(path) -> str:
+    return CONTROLLER + jax.tree_util.keystr(path)
+
+
+def check_controller(ctrl: Controller, x0: np.ndarray, world_offset: int, nu: int, sensor_dim: int):
+    """(mode, init takes world, treedef, leaves, c0 {carry name: (B, *shape)}), checked by calling the functions
+    on world 0 (and tracing them) before anything compiles."""
+    if not callable(ctrl.init) or not callable(ctrl.step):
+        raise RolloutError("Controller(init, step): init and step must be callables")
+    _every("Controller.every", ctrl.every)
+    if nu == 0:
+        raise RolloutError("ctrl is a Controller but the scene has no actuators (nu=0)")
+    B, n = x0.shape
+    init_world = _positional(ctrl.init) >= 2
+    worlds = world_offset + np.arange(B)
+    init = (lambda x, w: ctrl.init(x, w)) if init_world else (lambda x, w: ctrl.init(x))
+    try:
+        c_first = init(np.array(x0[0]), int(worlds[0]))
+    except Exception as e:  # noqa: BLE001 - a user's function: name it with what it was given
+        raise RolloutError(f"Controller.init(x0{', world' if init_world else ''}) failed on world 0 "
+                           f"(x0 of shape ({n},)): {type(e).__name__}: {e}") from e
+    leaves, treedef = jax.tree_util.tree_flatten_with_path(c_first)
+    spec = []
+    for path, v in leaves:
+        a = np.asarray(v)
+        if not (np.issubdtype(a.dtype, np.number) or a.dtype == bool):
+            raise RolloutError(f"Controller.init: state leaf {jax.tree_util.keystr(path)!r} is {a.dtype}, not numeric")
+        spec.append((_leaf_name(path), tuple(a.shape), str(a.dtype)))
+    sd = (np.zeros(sensor_dim),) if ctrl.sensors else ()
+    t_abs, x_abs = jax.ShapeDtypeStruct((), jnp.float64), jax.ShapeDtypeStruct((n,), jnp.float64)
+    c_abs = jax.tree.map(lambda v: jax.ShapeDtypeStruct(np.shape(v), np.asarray(v).dtype), c_first)
+    sd_abs = tuple(jax.ShapeDtypeStruct(s.shape, jnp.float64) for s in sd)
+    mode = "jax" if _traceable(ctrl.step, t_abs, x_abs, c_abs, *sd_abs) and _traceable(
+        init, x_abs, jax.ShapeDtypeStruct((), jnp.int64)) else "host"
+    try:
+        u, c_next = ctrl.step(0.0, np.array(x0[0]), c_first, *sd)
+    except Exception as e:  # noqa: BLE001
+        raise RolloutError(f"Controller.step(t, x, c{', sensordata' if ctrl.sensors else ''}) failed on world 0: "
+                           f"{type(e).__name__}: {e}") from e
+    if np.shape(u) != (nu,):
+        raise RolloutError(f"Controller.step must return (u, c_next) with u of shape ({nu},) (nu={nu}); "
+                           f"u has shape {np.shape(u)}")
+    _same_structure("Controller.step's c_next", c_next, treedef, spec)
+    if mode == "jax":
+        cs = jax.vmap(init)(jnp.asarray(x0), jnp.asarray(worlds))
+        c0 = [np.asarray(v) for v in jax.tree.leaves(cs)]
+    else:
+        per = [jax.tree.leaves(init(np.array(x0[i]), int(worlds[i]))) for i in range(B)]
+        c0 = [np.stack([np.asarray(p[j]) for p in per]) for j in range(len(spec))]
+    carry0 = {}
+    for (name, shape, _), v in zip(spec, c0):
+        if v.shape != (B,) + shape:
+            raise RolloutError(f"Controller.init: state leaf {name!r} has shape {v.shape[1:]} for some world, "
+                               f"{shape} for world 0 (every world's state has one structure)")
+        carry0[name] = np.asarray(v, np.float64)
+    return mode, init_world, treedef, tuple(spec), carry0
+
+
+def _same_structure(what, tree, treedef, spec):
+    leaves, td = jax.tree_util.tree_flatten(tree)
+    if td != treedef:
+        raise RolloutError(f"{what} has the structure {td}, the controller state (init's) has {treedef}")
+    for v, (name, shape, _) in zip(leaves, spec):
+        if np.shape(v) != shape:
+            raise RolloutError(f"{what}: leaf {name!r} has shape {np.shape(v)}, init gave {shape}")
+
+
+def _every(name, v) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+        raise RolloutError(f"{name} must be an int >= 1, got {v!r}")
+    return int(v)
+
+
+def as_termination(terminate) -> Termination | None:
+    if terminate is None or isinstance(terminate, Termination):
+        return terminate
+    if callable(terminate):
+        return Termination(terminate)
+    raise RolloutError(f"terminate must be a callable fn(t, x) -> bool or a Termination, got "
+                       f"{type(terminate).__name__}")
+
+
+def check_termination(term: Termination, x0: np.ndarray, sensor_dim: int) -> tuple[str, bool]:
+    """(mode, passes sensordata), checked by calling the rule on world 0."""
+    if not callable(term.fn):
+        raise RolloutError("Termination(fn): fn must be a callable")
+    _every("Termination.every", term.every)
+    sensors = term.sensors or _positional(term.fn) == 3
+    sd = (np.zeros(sensor_dim),) if sensors else ()
+    try:
+        out = term.fn(0.0, np.array(x0[0]), *sd)
+    except Exception as e:  # noqa: BLE001
+        raise RolloutError(f"terminate(t, x{', sensordata' if sensors else ''}) failed on world 0: "
+                           f"{type(e).__name__}: {e}") from e
+    if np.shape(out) != ():
+        raise RolloutError(f"terminate(t, x) must return one bool per world (shape ()), returned shape {np.shape(out)}")
+    abs_ = (jax.ShapeDtypeStruct((), jnp.float64), jax.ShapeDtypeStruct((x0.shape[1],), jnp.float64)) + tuple(
+        jax.ShapeDtypeStruct(s.shape, jnp.float64) for s in sd)
+    return ("jax" if _traceable(term.fn, *abs_) else "host"), sensors
+
+
+def wants_sensors(ctrl, terminate) -> bool:
+    """Whether a closed loop reads sensordata (then the scene is loaded keeping its sensors)."""
+    term = as_termination(terminate)
+    return bool(isinstance(ctrl, Controller) and ctrl.sensors) or bool(
+        term is not None and (term.sensors or _positional(term.fn) == 3))
+
+
+def same_function_config(file_attr: str, now: str) -> bool:
+    """A resume's closed loop matches its file's: the same settings (the text before ';'); the function itself
+    cannot be compared (a user's code is trusted to be the same)."""
+    return str(file_attr).partition(";")[0] == str(now).partition(";")[0]
+
+
+def check_reset_to(reset_to: str, scene, perturb: float, perturb_qpos: float):
+    """``reset_to`` checked: "x0", "draw" or "key:NAME" (a keyframe of the model)."""
+    if reset_to in ("x0", "draw"):
+        return reset_to
+    if isinstance(reset_to, str) and reset_to.startswith("key:"):
+        model = getattr(scene, "model", None)
+        names = [model.key(i).name for i in range(model.nkey)] if model is not None else []
+        if reset_to[4:] not in names:
+            raise RolloutError(f"reset_to={reset_to!r}: no keyframe named {reset_to[4:]!r} (keyframes: {names})")
+        return reset_to
+    raise RolloutError(f"reset_to must be 'x0', 'draw' or 'key:NAME', got {reset_to!r}")
+
+
+# -- inside the compiled chunk (one world) ---------------------------------------------------------
+
+def _host(fn, shapes, *args):
+    """``fn`` (NumPy, one world) called on the host; under vmap once per world."""
+    return jax.pure_callback(fn, shapes, *args, vmap_method="sequential")
+
+
+def _controller_state(ep: EpisodePlan, carry: dict):
+    leaves = [carry[name].astype(dtype).reshape(shape) for name, shape, dtype in ep.leaves]
+    return jax.tree_util.tree_unflatten(ep.treedef, leaves)
+
+
+def _state_leaves(ep: EpisodePlan, c, like: dict, dtype) -> dict:
+    return {name: jnp.asarray(v).astype(dtype).reshape(like[name].shape)
+            for (name, _, _), v in zip(ep.leaves, jax.tree.leaves(c))}
+
+
+def _shapes(ep: EpisodePlan):
+    return jax.tree_util.tree_unflatten(ep.treedef, [jax.ShapeDtypeStruct(shape, np.dtype(dtype))
+                                                     for _, shape, dtype in ep.leaves])
+
+
+def _call_init(ep: EpisodePlan, x, wid):
+    ctrl = ep.controller
+    init = (lambda x, w: ctrl.init(x, w)) if ep.init_world else (lambda x, w: ctrl.init(x))
+    if ep.mode == "jax":
+        return init(x, wid)
+    return _host(lambda x, w: jax.tree.map(np.asarray, init(np.asarray(x), int(w))), _shapes(ep), x, wid)
+
+
+def _call_step(ep: EpisodePlan, t, x, c, sd):
+    step, extra = ep.controller.step, ((sd,) if ep.controller.sensors else ())
+    if ep.mode == "jax":
+        return step(t, x, c, *extra)
+    shapes = (jax.ShapeDtypeStruct((ep.nu,), x.dtype), _shapes(ep))
+
+    def host(t, x, c, *sd):
+        u, cn = step(float(t), np.asarray(x), jax.tree.map(np.asarray, c), *(np.asarray(s) for s in sd))
+        return np.asarray(u, x.dtype), jax.tree.map(lambda v, s: np.asarray(v, s.dtype), cn, shapes[1])
+
+    return _host(host, shapes, t, x, c, *extra)
+
+
+def _call_terminate(ep: EpisodePlan, t, x, sd):
+    extra = (sd,) if ep.terminate_sensors else ()
+    if ep.terminate_mode == "jax":
+        return jnp.asarray(ep.terminate.fn(t, x, *extra)).astype(bool)
+    host = lambda t, x, *sd: np.asarray(bool(ep.terminate.fn(float(t), np.asarray(x), *sd)))  # noqa: E731
+    return _host(host, jax.ShapeDtypeStruct((), np.bool_), t, x, *extra)
+
+
+def draw_state(base, scale, quaternions, seed, world, episode):
+    """The initial state of ``episode`` (>= 1) of ``world`` under ``reset_to="draw"``: ``base + scale * N(0, 1)``
+    keyed by (seed, world, episode) (threefry: the same on every backend), quaternions renormalised."""
+    key = jax.random.fold_in(jax.random.fold_in(jax.random.key(seed), world), episode)
+    x = base + jnp.asarray(scale, base.dtype) * jax.random.normal(key, base.shape, base.dtype)
+    for lo, hi in quaternions:
+        q = x[lo:hi]
+        x = x.at[lo:hi].set(q / jnp.linalg.norm(q))
+    return x
+
+
+def _sensordata(ep: EpisodePlan, sc, t, x, u, carry):
+    if not ep.sensors:
+        return None
+    from mjharness.adapters.outputs import evaluate_outputs
+
+    out = evaluate_outputs(sc, ep.sensor_specs, t, x, u, carry)
+    return jnp.asarray(out[ep.sensor_specs[0].name], x.dtype).reshape(-1)
+
+
+def begin(ep: EpisodePlan, sc, t, k, x, carry: dict, live, wid, seed, reset):
+    """Before a world's step: restart a terminated episode and run the controller.
+    Returns (x, carry, u): the state and carry the step starts from (the engine's entries updated) and
+    the controls it applies (None without a controller)."""
+    if ep.resets:
+        x_reset, cold = reset
+        r = live & (carry[PENDING] > 0)
+        e_next = carry[EPISODE] + 1
+        if ep.draw_scale:
+            x_reset = draw_state(x_reset, ep.draw_scale, ep.quaternions, seed, wid, e_next.astype(jnp.int32))
+        x = jnp.where(r, x_reset.astype(x.dtype), x)
+        new = {name: jnp.where(r, cold[name].astype(v.dtype), v) for name, v in carry.items() if name in cold}
+        new.update({EPISODE: jnp.where(r, e_next, carry[EPISODE]),
+                    EPISODE_START: jnp.where(r, jnp.asarray(k, carry[EPISODE_START].dtype), carry[EPISODE_START]),
+                    PENDING: jnp.where(r, 0, carry[PENDING]).astype(carry[PENDING].dtype)})
+        if ep.controller is not None:
+            c0 = _state_leaves(ep, _call_init(ep, x, wid), carry, carry[CTRL].dtype)
+            new.update({name: jnp.where(r, c0[name], carry[name]) for name in c0})
+        carry = {**carry, **new}
+    if ep.controller is None:
+        return x, carry, None
+    c = _controller_state(ep, carry)
+    sd = _sensordata(ep, sc, t, x, carry[CTRL], carry)
+    u_new, c_new = _call_step(ep, t, x, c, sd)
+    n_in = k - carry[EPISODE_START].astype(jnp.asarray(k).dtype) if ep.terminate is not None else k
+    due = (n_in % ep.controller.every) == 0
+    u = jnp.where(due, jnp.asarray(u_new, carry[CTRL].dtype).reshape(ep.nu), carry[CTRL])
+    c_new = _state_leaves(ep, c_new, carry, carry[CTRL].dtype)
+    carry = {**carry, CTRL: u, **{name: jnp.where(due, v, carry[name]) for name, v in c_new.items()}}
+    return x, carry, u
+
+
+def end(ep: EpisodePlan, sc, t, k, x, carry: dict, ok, status, status_step):
+    """After a world's committed step (``ok``): the termination rule. Returns (carry, status, status_step)."""
+    if ep.terminate is None:
+        return carry, status, status_step
+    n_in = k + 1 - carry[EPISODE_START].astype(jnp.asarray(k).dtype)
+    due = ok & ((n_in % ep.terminate.every) == 0)
+    sd = _sensordata(ep, sc, t, x, carry.get(CTRL), carry) if ep.terminate_sensors else None
+    term = due & _call_terminate(ep, t, x, sd)
+    if ep.on_terminate == "freeze":
+        status = jnp.where(term, jnp.int8(STATUS_TERMINATED), status)
+        status_step = jnp.where(term, k, status_step)
+    carry = {**carry, PENDING: jnp.where(term, 1, carry[PENDING]).astype(carry[PENDING].dtype)}
+    return carry, status, status_step
