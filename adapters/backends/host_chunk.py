@@ -208,7 +208,11 @@ class ChunkRunner:
         self.loop = _WorldLoop(self.m, self.row0, scheme.advance)
         self.outputs = HostOutputs(pool, req.outputs, needs_rne(req.outputs)) if req.outputs else None
 
-    def __call__(self, x, carry, status, status_step, k0: int, ctrl=None) -> HostChunk:
+    def __call__(self, x, carry, status, status_step, k0: int, ctrl=None, dest=None,
+                 carries: bool = True) -> HostChunk:
+        """``dest``: where the chunk's recorded states go, (S, B, n) (e.g. the run's in-memory trajectory: written
+        once, in place; None: a new array); ``carries=False``: the warm start after each sample is not kept (only
+        the chunk's last), when nothing records it."""
         req = self.req
         R, S = req.record_every, req.chunk // req.record_every
         nstep = max(0, min(req.chunk, req.steps - k0))  # steps past ``steps`` (the last chunk's tail) do not run
@@ -216,7 +220,8 @@ class ChunkRunner:
         status, status_step = np.array(status, np.int8), np.array(status_step, np.int64)
         u = None if ctrl is None else np.asarray(ctrl, np.float64)
         live = np.flatnonzero(status == 0)
-        rows = _Rows(x, ws, S, status != 0, keep_pre=req.semantics == "sampled" and bool(req.outputs))
+        rows = _Rows(x, ws, S, status != 0, keep_pre=req.semantics == "sampled" and bool(req.outputs), dest=dest,
+                     carries=carries or bool(req.outputs))
         self._load(live, k0, x, ws)
         for w in self._run_groups(live, nstep, R, u, rows):
             self.loop.load(req.t0 + k0 * req.dt, x[w], ws[w], self.ctrl0)
@@ -227,7 +232,7 @@ class ChunkRunner:
         rows.fill_tail(nstep // R)
         outs = self._outputs(rows, k0, nstep // R, u) if self.outputs is not None else {}
         return HostChunk(x=rows.x, carry={"qacc_warmstart": rows.ws}, status=status, status_step=status_step,
-                         xs=rows.xs, carries={"qacc_warmstart": rows.wss}, outputs=outs)
+                         xs=rows.xs, carries={} if rows.wss is None else {"qacc_warmstart": rows.wss}, outputs=outs)
 
     def _load(self, live, k0, x, ws):
         f, nq, nv, sel = self.fields, self.nq, self.nv, _sel(live, self.B)
@@ -308,11 +313,13 @@ class _Rows:
     entry state; ``put`` writes the rows a group of steps ended and the latest state of the worlds it stepped;
     ``fill_tail`` gives the rows past the run's last step the final state. Every other row is written by put."""
 
-    def __init__(self, x, ws, S: int, frozen: np.ndarray, keep_pre: bool):
+    def __init__(self, x, ws, S: int, frozen: np.ndarray, keep_pre: bool, dest=None, carries: bool = True):
         self.x0, self.ws0 = x, ws                  # entry
         self.x, self.ws = x.copy(), ws.copy()      # latest
         self.n, self.B = x.shape[1], x.shape[0]
-        self.xs, self.wss = np.empty((S,) + x.shape), np.empty((S,) + ws.shape)
+        # The time-major rows are written once, from the world-major records, straight where they are kept.
+        self.xs = dest if dest is not None else np.empty((S,) + x.shape)
+        self.wss = np.empty((S,) + ws.shape) if carries else None
         self.pre = np.empty_like(self.xs) if keep_pre else None
         self.pre_ws = np.empty_like(self.wss) if keep_pre else None
         for a, v in ((self.xs, x), (self.wss, ws), (self.pre, x), (self.pre_ws, ws)):
@@ -332,7 +339,8 @@ class _Rows:
         first = j0 * R + R - 1 - g0                 # their last steps: first, first + R, ... (a view, no copy)
         last = rec[:, first::R][:, :j1 - j0]
         self.xs[j0:j1, sel] = np.swapaxes(last[..., :n], 0, 1)
-        self.wss[j0:j1, sel] = np.swapaxes(last[..., n:], 0, 1)
+        if self.wss is not None:
+            self.wss[j0:j1, sel] = np.swapaxes(last[..., n:], 0, 1)
         if self.pre is None:
             return
         before = np.arange(j0, j1) * R + R - 2 - g0
@@ -347,4 +355,6 @@ class _Rows:
 
     def fill_tail(self, valid: int):
         """Rows of samples that did not end by the run's last step: the state after it (as masked steps keep)."""
-        self.xs[valid:], self.wss[valid:] = self.x, self.ws
+        self.xs[valid:] = self.x
+        if self.wss is not None:
+            self.wss[valid:] = self.ws

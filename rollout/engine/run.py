@@ -216,7 +216,7 @@ def _loop(plan: Plan, st: ChunkStatic, compiled, state, chunk_input, *, writer, 
             for name, v in os_.items():
                 outs_mem[name][j0:j0 + nvalid] = v
         times = plan.t0 + (np.arange(j0, j0 + nvalid) + 1) * R * plan.dt
-        if xs_mem is not None:
+        if xs_mem is not None and not np.may_share_memory(xs, xs_mem):  # (host chunks wrote theirs in place)
             xs_mem[j0:j0 + nvalid] = xs
         for name, v in (loop_mem or {}).items():
             v[j0:j0 + nvalid] = np.asarray(cs[name])[:nvalid, :B]
@@ -232,10 +232,12 @@ def _loop(plan: Plan, st: ChunkStatic, compiled, state, chunk_input, *, writer, 
     return np.array(st_h), np.array(sst_h), {name: np.asarray(v)[:B] for name, v in carry_h.items()}
 
 
-def _host_chunks(plan: Plan, B: int):
+def _host_chunks(plan: Plan, B: int, sink: dict):
     """(chunk function, chunk_input) when the scene's backend runs whole chunks on the host (MuJoCo's own scheme
     on MuJoCo C: one batched mj_step call per chunk), else None: the compiled chunk. The function takes and
-    gives what the compiled one does (``WorldState``, ``ChunkOutput``), as host arrays."""
+    gives what the compiled one does (``WorldState``, ``ChunkOutput``), as host arrays. ``sink`` (filled once the
+    run's memory exists): ``xs`` the in-memory trajectory (T, B, n) the chunks write their samples into in place,
+    ``carries`` whether the carry after each sample is needed (a file records it)."""
     if plan.view.chunk_runner is None:
         return None
     req = ChunkRequest(integ=plan.integ, kind=plan.kind, dt=plan.dt, t0=plan.t0, steps=plan.steps,
@@ -249,8 +251,12 @@ def _host_chunks(plan: Plan, B: int):
     def chunk_input(k):
         return k, (plan.ctrl[:, k:k + plan.chunk] if plan.ctrl_mode == "array" else None)
 
+    S, T = plan.chunk // plan.record_every, plan.samples
+
     def run(state: WorldState, inp) -> ChunkOutput:
-        r = runner(*state, *inp)
+        j0, xs = inp[0] // plan.record_every, sink.get("xs")
+        dest = xs[j0:j0 + S] if xs is not None and j0 + S <= T else None  # a whole chunk of rows fits: in place
+        r = runner(*state, *inp, dest=dest, carries=sink.get("carries", True))
         return ChunkOutput(state=WorldState(r.x, r.carry, r.status, r.status_step), xs=r.xs, carries=r.carries,
                            outputs=r.outputs)
 
@@ -265,7 +271,8 @@ def execute(plan: Plan, *, progress, compression, watchdog_s, keep, resume) -> R
     x, carry, status, status_step = _start_state(plan, resume)
     t_wall = _time.perf_counter()
     say = _phase_printer(progress)
-    host = _host_chunks(plan, B)
+    sink: dict = {}
+    host = _host_chunks(plan, B, sink)
     if host is not None:  # the backend runs whole chunks itself (MuJoCo C: adapters/backends/host_chunk.py)
         st = dataclasses.replace(st, batch=B)
         (compiled, chunk_input), state = host, WorldState(x, carry, status, status_step)
@@ -289,6 +296,7 @@ def execute(plan: Plan, *, progress, compression, watchdog_s, keep, resume) -> R
         lock and lock.release()
         raise
     xs_mem, outs_mem, loop_mem = _memory(plan, keep, resume)
+    sink.update(xs=xs_mem, carries=writer is not None)
     guard = _watchdog(watchdog_s, plan.view.name, B)
     bar = _progress(progress, plan.steps, plan.start_step)
     t_run = _time.perf_counter()
