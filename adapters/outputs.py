@@ -178,7 +178,8 @@ def _parse_contacts(m: mujoco.MjModel, name: str) -> tuple[OutputSpec, OutputSpe
                        "(geom1 = geom2 = id = -1, valid = 0, the rest 0)"), ("counts", f"{name}_ncon"))
     slots = OutputSpec(name, "contacts", (K, len(C.COLUMNS)), units="geom id | m | 1 | m | N, N m",
                        frame="world (pos, frame rows: normal, tangent1, tangent2); force in the contact frame "
-                       "(mj_contactForce)", comps=C.COLUMNS, extra=about)
+                       "(mj_contactForce)", labels=tuple(f"slot{i}" for i in range(K)), comps=C.COLUMNS,
+                       extra=about)  # every axis labelled: xarray/h5netcdf refuse a dataset with a bare one
     bits = "; ".join(f"{b}: {t}" for b, t in C.OVERFLOW.items())
     counts = OutputSpec(f"{name}_ncon", "contacts_ncon", (len(C.COUNT_COLUMNS),), units="1",
                         frame="per world", comps=C.COUNT_COLUMNS,

@@ -113,9 +113,11 @@ def test_plot_contacts_panels(c_run):
     assert 0.8 * weight < force.values[-1].sum(-1).min()  # the normal force alone carries the weight
 
 
-def test_overflow_flags_exactly_those_worlds(model, capsys):
+def test_overflow_flags_exactly_those_worlds(model, capsys, tmp_path):
     """K = 5 slots: worlds whose bodies rest on the floor (12 contacts) overflow; worlds whose bodies start
-    1 m up (no contact in 40 steps) do not; flagging changes no state and no other world's output."""
+    1 m up (no contact in 40 steps) do not; flagging changes no state and no other world's output. The run's
+    summary and `mjharness show FILE` (recomputed from the file's counts) name the same worlds."""
+    from mjharness.rollout.cli.app import main
     from mjharness.rollout.cli.run import _summary, flagged_lines
 
     scene = MjScene(model, backend="mujoco")
@@ -124,9 +126,9 @@ def test_overflow_flags_exactly_those_worlds(model, capsys):
     for body in range(4):
         x0[high, 7 * body + 2] += 1.0
     small = rollout(scene, "semi_implicit_euler", steps=40, batch=B, x0=x0, record_every=10, progress=False,
-                    outputs=["contacts:5"])
+                    outputs=["contacts:5"], out=str(tmp_path / "small.h5"))
     full = rollout(scene, "semi_implicit_euler", steps=40, batch=B, x0=x0, record_every=10, progress=False,
-                   outputs=["contacts"])
+                   outputs=["contacts"], out=str(tmp_path / "full.h5"))
     low = [w for w in range(B) if w not in high]
     assert sorted(small.stats["flagged"]["contacts:5_ncon"]) == low
     assert all(v == (0, 4) for v in small.stats["flagged"]["contacts:5_ncon"].values())  # every row
@@ -140,10 +142,13 @@ def test_overflow_flags_exactly_those_worlds(model, capsys):
     assert line == ["  contacts:5_ncon: contact overflow in 5 world(s): "
                     + ", ".join(f"world {w} (row 0, 4 rows)" for w in low)
                     + " -- raise K (--outputs contacts:K; `mjharness probe` reports the peak)"]
-    small.path = "(memory)"
-    small.stats["file_bytes"] = 0
     _summary(small)
     assert line[0] in capsys.readouterr().out
+    assert main(["show", small.path]) == 0
+    shown = capsys.readouterr().out
+    assert line[0] in shown and "contacts:\n" in shown
+    assert main(["show", full.path]) == 0  # room for every contact
+    assert "  contacts_ncon: no contact overflow (4 rows x 8 worlds)" in capsys.readouterr().out
 
 
 def test_mjx_contacts_equal_mjx_forces(model, tmp_path):

@@ -104,16 +104,21 @@ def test_local_processes_join_kill_and_resume(tmp_path):
 def test_resume_restarts_a_shard_whose_worker_died_before_creating_it(tmp_path):
     """Issue 28.6: a worker killed before it created its shard leaves no file; --resume restarts that shard
     from step 0 (its worlds rebuilt from the seed) while the other continues, and the joined result equals
-    an uninterrupted run."""
+    an uninterrupted run. Issue 29: the resume shows one progress bar for both processes (process 0's, the
+    slowest process's step), which a shard missing at the start does not stop."""
     out = str(tmp_path / "m.h5")
     args = ["box_on_plane", "--batch", "4", "--steps", "200", "--record-every", "20", "--chunk", "200",
             "--no-progress", "--local-processes", "2"]
     cmd = [sys.executable, "-m", "mjharness.rollout.cli", "run"]
     assert subprocess.run(cmd + args + ["--out", out], timeout=400).returncode == 0
     os.remove(out + ".p1-of-2.h5")  # as if process 1 had died before creating it
-    r = subprocess.run(cmd + ["--resume", out, "--no-progress", "--local-processes", "2"], timeout=400,
+    r = subprocess.run(cmd + ["--resume", out, "--local-processes", "2"], timeout=400,
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
+    frames = r.stderr.replace("\r", "\n").splitlines()  # every redraw of a bar
+    bars = [t for t in frames if "%|" in t]
+    assert bars and all(t.startswith("rollout (2 processes, slowest):") for t in bars), r.stderr
+    assert "200/200" in bars[-1] and "p0 200 p1 200" in bars[-1], r.stderr
     ref = rollout("box_on_plane", steps=200, batch=4, record_every=20, chunk=200, progress=False)
     with open_rollout(out) as f:
         assert f.complete and np.array_equal(f.x, ref.x)

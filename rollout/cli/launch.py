@@ -99,5 +99,9 @@ def process_summary(r, process) -> None:
           f"{st['world_steps_per_s']:.0f} world-steps/s on {st['devices']} device(s), shard {st['shard']}",
           file=sys.stderr)
     if k == 0:
+        from .run import flagged_lines
+
         j = st["joined"]
         print(f"  joined {r.path}: {j['samples']} samples x {j['batch']} worlds, complete={j['complete']}")
+        for line in flagged_lines(st.get("flagged", {})):  # every process's worlds, by global index
+            print(line)

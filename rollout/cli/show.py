@@ -61,6 +61,21 @@ def param_lines(f) -> list[str]:
     return lines
 
 
+def flag_lines(f) -> list[str]:
+    """The contact overflow of the file's contacts output(s), recomputed from their ``overflow`` column (as
+    ``mjharness run``'s summary reports it): per output, the flagged worlds or that none was flagged."""
+    from mjharness.rollout.h5.flags import flagged_in_file, flagging_outputs
+
+    from .run import flagged_lines
+
+    names = flagging_outputs(f)
+    if not names:
+        return []
+    flagged = flagged_in_file(f)
+    return ["contacts:"] + flagged_lines(flagged) + [
+        f"  {name}: no contact overflow ({f.samples} rows x {f.batch} worlds)" for name in names if name not in flagged]
+
+
 def command(args) -> int:
     from mjharness.integrators.status import status_name
     from mjharness.rollout.h5 import open_rollout
@@ -83,6 +98,8 @@ def command(args) -> int:
         bad = [i for i, code in enumerate(status) if code]
         print(f"status: {status.size - len(bad)}/{status.size} ok"
               + "".join(f", world {i}: {status_name(status[i])} at step {int(f.status_step[i])}" for i in bad[:5]))
+        for line in flag_lines(f):
+            print(line)
         for line in param_lines(f):
             print(line)
         if args.plot:

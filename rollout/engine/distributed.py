@@ -13,6 +13,7 @@ the coordination service's heartbeats (``HEARTBEAT_S``) or by a barrier that tim
 from __future__ import annotations
 
 import os
+import sys
 
 import jax
 import numpy as np
@@ -150,7 +151,9 @@ def distributed_rollout(scene, integrator=None, spec: RunSpec | None = None, **o
     into the file (``out``, or ``resume`` to continue one). Per-world inputs (x0, an array ctrl,
     model_params, carry) are global (leading axis = the whole batch); each process takes its rows.
     Returns the joined run on every process (arrays read from the file); ``.stats`` are this
-    process's plus ``process``, ``processes``, ``shard`` and ``joined`` (samples, complete)."""
+    process's plus ``process``, ``processes``, ``shard`` and ``joined`` (samples, complete), except
+    ``flagged`` (contact overflow), which is the joined file's: every process's worlds by global index.
+    With ``progress``, process 0 shows one bar for the whole run (the slowest process's step)."""
     spec = check_spec(spec if spec is not None else RunSpec.from_options(**options))
     k, n = jax.process_index(), jax.process_count()
     path = spec.storage.resume if spec.storage.resume is not None else spec.storage.out
@@ -158,8 +161,32 @@ def distributed_rollout(scene, integrator=None, spec: RunSpec | None = None, **o
         raise RolloutError(f"out=None: a multi-process run ({n} processes) needs out=<path>; each process "
                            f"writes <out>.p<k>-of-{n}.h5 and process 0 joins them into <out>")
     joined = os.path.abspath(os.fspath(path))
+    scene, spec = _local_scene_spec(scene, spec, k)
+    plan, resumed = _plan_shard(scene, integrator, spec, joined=joined, k=k, n=n)
+    # One bar for the run on process 0, read from every shard's /progress (shard_progress); the others are quiet.
+    bar = _run_bar(plan, joined, n, fresh=spec.storage.resume is None) if spec.execution.progress and k == 0 else None
+    barrier("mjharness:start")
+    done = False
+    try:
+        if bar is not None:
+            bar.start()
+        r = _run_shard(plan, spec, resumed, progress=spec.execution.progress and k == 0 and bar is None)
+        stats = dict(r.stats, process=k, processes=n, shard=plan.out)
+        barrier("mjharness:done")
+        done = True
+    finally:
+        if bar is not None:
+            bar.close(done=done)
+    if k == 0:
+        join_shards(joined, shard_paths(joined, n))
+    barrier("mjharness:joined")
+    return _joined_result(joined, r, stats)
+
+
+def _local_scene_spec(scene, spec: RunSpec, k: int):
+    """The scene resolved once (MJX model and data on a local device; make_plan keeps its backend) and the spec
+    with this process's devices."""
     ld, rec, ex = spec.loading, spec.recording, spec.execution
-    # Resolved once here (MJX model and data on a local device); make_plan keeps this scene's backend.
     scene = resolve_scene(scene, mjx=ld.mjx, quaternion_update=ld.quaternion_update, backend=ex.backend,
                           needs=run_needs(spec.start.model_params, rec.outputs, spec.start.randomize),
                           unsupported_contacts=ld.unsupported_contacts, need_sensors=needs_sensors(rec.outputs))
@@ -168,26 +195,42 @@ def distributed_rollout(scene, integrator=None, spec: RunSpec | None = None, **o
         if not isinstance(ex.devices, int) or not 1 <= ex.devices <= len(local):
             raise RolloutError(f"devices={ex.devices!r}: process {k} has {len(local)} local device(s); give a count")
         local = local[:ex.devices]
-    spec = spec.replace(devices=local, keep=False)
+    return scene, spec.replace(devices=local, keep=False)
+
+
+def _plan_shard(scene, integrator, spec: RunSpec, *, joined: str, k: int, n: int):
+    """(process k's plan, whether it continues its shard); a resume whose shard is missing starts it afresh."""
     plan = _shard_plan(scene, integrator, spec, joined=joined, resume=spec.storage.resume is not None, k=k, n=n)
-    resumed = spec.storage.resume is not None and os.path.isfile(plan.out)  # a missing shard starts afresh
-    barrier("mjharness:start")
-    r = execute(plan, progress=ex.progress and k == 0, compression=spec.storage.compression,
-                watchdog_s=ex.watchdog_s, keep=False, resume=resumed)
+    return plan, spec.storage.resume is not None and os.path.isfile(plan.out)
+
+
+def _run_shard(plan, spec: RunSpec, resumed: bool, *, progress: bool):
+    """Run process k's plan into its shard (and label its worlds by global index)."""
+    r = execute(plan, progress=progress, compression=spec.storage.compression, watchdog_s=spec.execution.watchdog_s,
+                keep=False, resume=resumed)
     _write_world_index(plan.out, plan.world_offset, plan.x0.shape[0])
-    stats = dict(r.stats, process=k, processes=n, shard=plan.out)
-    barrier("mjharness:done")
-    if k == 0:
-        join_shards(joined, shard_paths(joined, n))
-    barrier("mjharness:joined")
-    return _joined_result(joined, r, stats)
+    return r
+
+
+def _run_bar(plan, joined: str, n: int, *, fresh: bool):
+    """Process 0's bar over every shard: the slowest process's step (``shard_progress``). Made before the start
+    barrier, so on a fresh run every shard file that exists now is a previous run's."""
+    from tqdm.auto import tqdm
+
+    from .shard_progress import ShardProgress
+
+    tqdm.write(f"rollout: {n} processes; the bar follows the slowest (pK: process K's step)", file=sys.stderr)
+    return ShardProgress(shard_paths(joined, n), steps=plan.steps, record_every=plan.record_every, own=0,
+                         fresh=fresh, initial=plan.start_step)
 
 
 def _joined_result(out, r, stats) -> RolloutResult:
+    from ..h5.flags import flagged_in_file
     from ..h5.reader import open_rollout
 
     with open_rollout(out) as f:
         stats["joined"] = dict(samples=f.samples, complete=f.complete, batch=f.batch)
+        stats["flagged"] = flagged_in_file(f)  # every process's worlds (global index), every row of the file
         carry = f.carry_at(f.samples - 1) if f.samples and f.carry_layout else {}
         return RolloutResult(time=f.time, x=None, status=f.status, status_step=f.status_step, x0=f.x0,
                              layout=r.layout, qpos_segment=r.qpos_segment, qvel_segment=r.qvel_segment, path=out,
@@ -200,4 +243,6 @@ def _write_world_index(path, lo, B):
 
     with h5py.File(path, "r+", locking=False) as f:
         if "world_index" not in f:
-            f.create_dataset("world_index", data=np.arange(lo, lo + B, dtype=np.int64))
+            ds = f.create_dataset("world_index", data=np.arange(lo, lo + B, dtype=np.int64))
+            if "world" in f and f["world"].shape == (B,):  # the shard's world axis (xarray: no phony dimension)
+                ds.dims[0].attach_scale(f["world"])

@@ -22,6 +22,8 @@ def _bytes(v) -> bytes:
     v = decode_attr(v)
     if isinstance(v, str):
         return v.encode()
+    if isinstance(v, np.ndarray) and v.dtype.kind == "O":  # strings (a joined file's ``shards``): by value,
+        return json.dumps([decode_attr(e) for e in v.ravel()], default=str).encode()  # not by pointer
     if isinstance(v, np.ndarray):
         return v.dtype.str.encode() + np.ascontiguousarray(v).tobytes()
     return json.dumps(v, default=str).encode()

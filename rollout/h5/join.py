@@ -5,6 +5,8 @@ Each process ``k`` of ``N`` writes ``<out>.p<k>-of-<N>.h5`` (format v1 for its w
 time-major dataset (T, B_k, ...) and every per-world dataset (B_k, ...) of the shards becomes an HDF5
 virtual dataset over the shards in global world order; everything else (model, layout, time) is
 copied from shard 0. ``samples`` is the fewest any shard flushed; ``complete`` only when all are.
+The joined file carries the same named axes (HDF5 dimension scales: ``time``, ``world``, ``state``, ...)
+as a single-process file, so xarray/netCDF readers see it the same way (``_mirror_axes``).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from .format import RolloutFileError, decode_attr
 from .reader import open_h5, open_rollout
 
 PER_WORLD = ("x0", "status", "status_step", "carry0", "world_index")
+SCALE_ATTRS = ("DIMENSION_LIST", "REFERENCE_LIST", "CLASS", "NAME")  # HDF5 dimension scales' bookkeeping
 
 
 def shard_path(out: str, k: int, n: int) -> str:
@@ -77,7 +80,10 @@ def _join_one(out_f, name, dsets, infos, B_total, axis):
         sel[axis] = slice(i["offset"], i["offset"] + i["B"])
         lay[tuple(sel)] = src
     fill = np.nan if dsets[0].dtype.kind == "f" else 0
-    out_f.create_virtual_dataset(name, lay, fillvalue=fill)
+    vds = out_f.create_virtual_dataset(name, lay, fillvalue=fill)
+    for key, value in dsets[0].attrs.items():  # units, semantics, mujoco_field, ...; not the axes (_mirror_axes)
+        if key not in SCALE_ATTRS:
+            vds.attrs[key] = value
 
 
 def join_shards(out: str, paths) -> dict:
@@ -108,18 +114,19 @@ def join_shards(out: str, paths) -> dict:
             g.attrs["shards"] = [os.path.basename(i["path"]) for i in infos]
             g.create_dataset("progress", data=np.array([samples, int(complete)], dtype=np.int64))
             for name, ds in _datasets(f0):
-                if name == "progress":
-                    continue  # the joined file's own, above
+                if name == "progress" or _is_world_scale(ds):
+                    continue  # the joined file's own: above, and the world axes in _mirror_axes
                 axis = _axis(name, ds, T, infos[0]["B"])
                 if axis is None and name not in ("qpos", "qvel"):
                     f0.copy(ds, g, name=name)
                     continue
                 if axis is not None:
                     _join_one(g, name, [f[name] for f in files], infos, B_total, axis)
+            _mirror_axes(g, f0, B_total)
             n = f0["x"].shape[2]
             for name in ("qpos", "qvel"):
                 if name in f0:
-                    _virtual(g, name, _vds_segment(f0[name]), T, B_total, n)
+                    _virtual(g, name, _vds_segment(f0[name]), T, B_total, n)  # with their axes
             if "content_sha256" in g.attrs:  # batch and shards differ from shard 0's settings
                 g.attrs["content_sha256"] = content_digest(g)
         os.replace(tmp, out)
@@ -129,6 +136,41 @@ def join_shards(out: str, paths) -> dict:
         if os.path.exists(tmp):
             os.remove(tmp)
     return dict(samples=samples, complete=complete, batch=B_total)
+
+
+def _is_world_scale(ds) -> bool:
+    return ds.name.rsplit("/", 1)[-1] == "world" and ds.attrs.get("CLASS") in (b"DIMENSION_SCALE", "DIMENSION_SCALE")
+
+
+def _scale_paths(ds) -> list[list[str]]:
+    """Per axis of a shard dataset, the paths of the dimension scales attached to it."""
+    try:
+        return [[s.name.lstrip("/") for s in dim.values()] for dim in ds.dims]
+    except Exception:  # an unreadable reference: that dataset stays unlabelled
+        return [[] for _ in range(ds.ndim)]
+
+
+def _mirror_axes(g: h5py.File, f0: h5py.File, B_total: int) -> None:
+    """Give the joined file shard 0's named axes: the copied datasets lose their dimension-scale references
+    (object references into the shard, meaningless here), every ``world`` scale is rebuilt over the whole batch,
+    and each scale attached to a shard dataset is attached to the joined dataset of the same name."""
+    for _, ds in _datasets(g):
+        for key in SCALE_ATTRS[:2]:
+            if key in ds.attrs:
+                del ds.attrs[key]
+    for name, ds in _datasets(f0):
+        if _is_world_scale(ds):
+            g.create_dataset(name, data=np.arange(B_total, dtype=np.int64)).make_scale("world")
+    for name, ds in _datasets(f0):
+        if name in ("qpos", "qvel") or name not in g:  # qpos/qvel: rebuilt with their axes by writer._virtual
+            continue
+        target = g[name]
+        for i, paths in enumerate(_scale_paths(ds)):
+            for path in paths:
+                if path in g and i < target.ndim and g[path].shape[0] == target.shape[i]:
+                    target.dims[i].attach_scale(g[path])
+    if "world_index" in g and "world" in g and not len(g["world_index"].dims[0]):  # shards written before its axis
+        g["world_index"].dims[0].attach_scale(g["world"])
 
 
 def shard_attr(path: str, key: str):
