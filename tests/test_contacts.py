@@ -118,7 +118,8 @@ def test_overflow_flags_exactly_those_worlds(model, capsys, tmp_path):
     1 m up (no contact in 40 steps) do not; flagging changes no state and no other world's output. The run's
     summary and `mjharness show FILE` (recomputed from the file's counts) name the same worlds."""
     from mjharness.rollout.cli.app import main
-    from mjharness.rollout.cli.run import _summary, flagged_lines
+    from mjharness.rollout.cli.run import _summary
+    from mjharness.rollout.cli.summary import flagged_lines
 
     scene = MjScene(model, backend="mujoco")
     x0 = initial_states(scene, B, 0, 0.0)

@@ -92,8 +92,8 @@ def test_joined_run_reports_contact_overflow_by_global_world(runs, capsys):
     """Issue 34: the multi-process summary names the flagged worlds of every process by global index
     (the shards' own stats count their worlds from 0)."""
     from mjharness.rollout.cli.launch import process_summary
-    from mjharness.rollout.cli.run import flagged_lines
     from mjharness.rollout.cli.show import flag_lines
+    from mjharness.rollout.cli.summary import flagged_lines
 
     single, joined, shards = runs
     low = [w for w in range(B) if w not in HIGH]

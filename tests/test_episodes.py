@@ -423,3 +423,31 @@ def test_controller_and_rule_read_the_sensors(backend):
     seen = r.carry["controller['seen']"]
     assert np.abs(seen - r.x[-2]).max() <= 1e-12  # the sensors of the state the last step started from
     assert np.all(r.episode == 0) and r.stats["worlds_terminated"] == 0
+
+
+def test_simulate_refuses_a_controller_by_name():
+    from mjharness.rollout import simulate
+
+    with pytest.raises(RolloutError, match="a Controller .* runs in rollout"):
+        simulate(cached_scene("arm"), "semi_implicit_euler", cached_scene("arm").x0()[None], dt=0.002, steps=5,
+                 ctrl=ARM.make())
+
+
+def test_two_processes_give_the_single_process_episodes(tmp_path):
+    """--local-processes 2: each process runs its worlds' closed loop; the joined file's /x, /carry and /episodes
+    (every world, global indices) equal one process's run."""
+    rules = tmp_path / "rules.py"
+    rules.write_text(RULES)
+    args = ["run", "box_on_plane", "--integrator", "semi_implicit_euler", "--steps", "400", "--batch", "4",
+            "--record-every", "1", "--perturb", "1.5", "--terminate", f"{rules}:stopped", "--on-terminate", "reset",
+            "--reset-to", "draw", "--backend", "mujoco", "--no-progress"]
+    one, two = tmp_path / "one.h5", tmp_path / "two.h5"
+    for out, extra in ((one, []), (two, ["--local-processes", "2"])):
+        r = subprocess.run(_cmd() + args + extra + ["--out", str(out)], cwd=tmp_path, capture_output=True, text=True,
+                           timeout=900)
+        assert r.returncode == 0, r.stderr[-3000:]
+        assert "episodes:" in r.stdout, r.stdout
+    with open_rollout(one) as a, open_rollout(two) as b:
+        assert np.array_equal(a.x, b.x) and np.array_equal(a.carry, b.carry)
+        assert np.array_equal(a.h5["episodes"][()], b.h5["episodes"][()])
+        assert sorted(set(b.h5["episodes"]["world"].tolist())) == [0, 1, 2, 3]

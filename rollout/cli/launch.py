@@ -16,6 +16,7 @@ import time
 
 from .errors import CliError
 from .options import forward_argv
+from .summary import episode_lines, flagged_lines
 
 
 def free_port() -> int:
@@ -99,9 +100,8 @@ def process_summary(r, process) -> None:
           f"{st['world_steps_per_s']:.0f} world-steps/s on {st['devices']} device(s), shard {st['shard']}",
           file=sys.stderr)
     if k == 0:
-        from .run import flagged_lines
 
         j = st["joined"]
         print(f"  joined {r.path}: {j['samples']} samples x {j['batch']} worlds, complete={j['complete']}")
-        for line in flagged_lines(st.get("flagged", {})):  # every process's worlds, by global index
+        for line in flagged_lines(st.get("flagged", {})) + episode_lines(r.path):  # every process's worlds
             print(line)

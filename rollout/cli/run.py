@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import sys
 
-import numpy as np
-
 from mjharness.integrators import STATUS_TERMINATED
 from mjharness.rollout.bench.report import format_bytes
 
@@ -38,6 +36,7 @@ from .options import (
     resume_settings,
     rollout_kwargs,
 )
+from .summary import episode_lines, flagged_lines
 
 __all__ = ["add_parser", "command", "DEFAULT_OUT", "DEFAULTS"]
 
@@ -128,34 +127,6 @@ def command(args) -> int:
     return 0
 
 
-def flagged_lines(flagged: dict, shown: int = 8) -> list[str]:
-    """One line per output that flagged worlds (contact overflow), naming the worlds, their first flagged row
-    and how many rows (the file: ``/outputs/<name>[..., 2]``, bits as its ``overflow_bits`` attribute)."""
-    lines = []
-    for name, per in flagged.items():
-        worlds = list(per.items())
-        text = ", ".join(f"world {w} (row {first}, {n} rows)" for w, (first, n) in worlds[:shown])
-        lines.append(f"  {name}: contact overflow in {len(worlds)} world(s): {text}"
-                     + (", ..." if len(worlds) > shown else "")
-                     + " -- raise K (--outputs contacts:K; `mjharness probe` reports the peak)")
-    return lines
-
-
-def episode_lines(r) -> list[str]:
-    """A closed loop's summary: worlds a termination rule froze, or the episodes of a resetting run."""
-    if r.stats.get("worlds_terminated"):
-        return [f"  terminated: {r.stats['worlds_terminated']} world(s) (on_terminate=freeze)"]
-    if r.path is None or r._loop_info is None or "episode" not in r._loop_info["names"]:
-        return []
-    from mjharness.rollout.h5 import open_rollout
-
-    with open_rollout(r.path) as f:
-        ends = f.episode_table()
-    done = [e for e in ends if e["end"] == "terminated"]
-    mean = f", mean length {np.mean([e['end_step'] - e['start_step'] + 1 for e in done]):.0f} steps" if done else ""
-    return [f"  episodes: {len(ends)} ({len(done)} terminated{mean}); open_rollout(file).episodes(world)"]
-
-
 def _summary(r) -> None:
     from mjharness.integrators.status import status_name
 
@@ -166,7 +137,7 @@ def _summary(r) -> None:
         failed = " (" + "; ".join(f"world {i}: {status_name(r.status[i])} at step {int(r.status_step[i])}"
                                   for i in bad[:5]) + (", ..." if len(bad) > 5 else "") + ")"
     print(f"  worlds: {st['worlds_ok']}/{B} ok, {st['worlds_failed']} failed{failed}")
-    for line in episode_lines(r):
+    for line in episode_lines(r.path):
         print(line)
     for line in flagged_lines(st.get("flagged", {})):
         print(line)

@@ -12,6 +12,7 @@ import os
 
 from . import plots
 from .common import print_layout
+from .summary import flagged_lines
 
 
 def add_parser(sub) -> None:
@@ -66,7 +67,6 @@ def flag_lines(f) -> list[str]:
     ``mjharness run``'s summary reports it): per output, the flagged worlds or that none was flagged."""
     from mjharness.rollout.h5.flags import flagged_in_file, flagging_outputs
 
-    from .run import flagged_lines
 
     names = flagging_outputs(f)
     if not names:

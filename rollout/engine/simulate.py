@@ -26,6 +26,7 @@ import jax.numpy as jnp
 from mjharness.integrators import ContractError, check_pair
 
 from .chunk import ChunkInput, ChunkStatic, StepConstants, WorldState, chunk_fn
+from .episodes import Controller
 from .plan import (
     RolloutError,
     carry_plan,
@@ -63,6 +64,9 @@ def check_param_fields(scene, model_params, B: int) -> dict:
 
 def _check_ctrl(scene, ctrl, B: int, steps: int):
     """(mode, array (B, steps, nu) or None, callable or None)."""
+    if isinstance(ctrl, Controller):
+        raise RolloutError("simulate takes ctrl=None, an array or a ctrl(t, x) function; a Controller (state carried "
+                           "between steps, terminations, episodes) runs in rollout(...)")
     if ctrl is None:
         return "none", None, None
     nu = nu_of(scene)

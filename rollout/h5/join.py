@@ -114,8 +114,8 @@ def join_shards(out: str, paths) -> dict:
             g.attrs["shards"] = [os.path.basename(i["path"]) for i in infos]
             g.create_dataset("progress", data=np.array([samples, int(complete)], dtype=np.int64))
             for name, ds in _datasets(f0):
-                if name == "progress" or _is_world_scale(ds):
-                    continue  # the joined file's own: above, and the world axes in _mirror_axes
+                if name in ("progress", "episodes") or _is_world_scale(ds):
+                    continue  # the joined file's own: above, the world axes in _mirror_axes, /episodes below
                 axis = _axis(name, ds, T, infos[0]["B"])
                 if axis is None and name not in ("qpos", "qvel"):
                     f0.copy(ds, g, name=name)
@@ -135,7 +135,19 @@ def join_shards(out: str, paths) -> dict:
             f.close()
         if os.path.exists(tmp):
             os.remove(tmp)
+    _episode_table(out, complete)
     return dict(samples=samples, complete=complete, batch=B_total)
+
+
+def _episode_table(out: str, complete: bool) -> None:
+    """A run with a termination rule: the joined file's ``/episodes``, every world's (shards hold their own)."""
+    from .writer import write_episode_table
+
+    with open_rollout(out) as f:
+        if not (complete and f.attrs.get("terminate")):
+            return
+        rows = f.episode_table()
+    write_episode_table(out, rows)
 
 
 def _is_world_scale(ds) -> bool:
