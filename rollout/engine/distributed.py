@@ -22,7 +22,7 @@ from ..errors import RolloutFaultError
 from ..h5.join import join_shards, shard_attr, shard_path, shard_paths
 from .plan import RolloutError, initial_states, make_plan, needs_sensors, resolve_scene, run_needs
 from .results import RolloutResult
-from .run import execute
+from .run import PHASES, execute
 from .spec import RunSpec, check_spec
 
 ENV = ("MJHARNESS_COORDINATOR", "MJHARNESS_NUM_PROCESSES", "MJHARNESS_PROCESS_ID")
@@ -170,7 +170,9 @@ def distributed_rollout(scene, integrator=None, spec: RunSpec | None = None, **o
     try:
         if bar is not None:
             bar.start()
-        r = _run_shard(plan, spec, resumed, progress=spec.execution.progress and k == 0 and bar is None)
+        # Process 0 under the combined bar still says what it loads and compiles (the phase lines, no bar of its own).
+        progress = (PHASES if bar is not None else True) if spec.execution.progress and k == 0 else False
+        r = _run_shard(plan, spec, resumed, progress=progress)
         stats = dict(r.stats, process=k, processes=n, shard=plan.out)
         barrier("mjharness:done")
         done = True
@@ -204,7 +206,7 @@ def _plan_shard(scene, integrator, spec: RunSpec, *, joined: str, k: int, n: int
     return plan, spec.storage.resume is not None and os.path.isfile(plan.out)
 
 
-def _run_shard(plan, spec: RunSpec, resumed: bool, *, progress: bool):
+def _run_shard(plan, spec: RunSpec, resumed: bool, *, progress):
     """Run process k's plan into its shard (and label its worlds by global index)."""
     r = execute(plan, progress=progress, compression=spec.storage.compression, watchdog_s=spec.execution.watchdog_s,
                 keep=False, resume=resumed)

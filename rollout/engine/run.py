@@ -298,7 +298,7 @@ def execute(plan: Plan, *, progress, compression, watchdog_s, keep, resume) -> R
     xs_mem, outs_mem, loop_mem = _memory(plan, keep, resume)
     sink.update(xs=xs_mem, carries=writer is not None)
     guard = _watchdog(watchdog_s, plan.view.name, B)
-    bar = _progress(progress, plan.steps, plan.start_step)
+    bar = _progress(progress and progress != PHASES, plan.steps, plan.start_step)
     t_run = _time.perf_counter()
     done = False
     flags: dict = {}
@@ -360,6 +360,10 @@ def _bar_text(status, carries: dict, plan: Plan, B: int) -> str:
             text += f", {int((status == TERMINATED).sum())} terminated"
     return text
 
+
+# ``execute(progress=PHASES)``: the phase lines (loading, compiling) without a progress bar (a multi-process
+# run's process 0, whose bar covers every process: engine.shard_progress).
+PHASES = "phases"
 
 # How the chunk function was obtained (rollout/cache.compile_cached's source), as the phase line says it.
 COMPILE_SOURCES = {"in-process": "already compiled in this process", "exported": "trace from the disk cache",
