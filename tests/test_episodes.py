@@ -451,3 +451,18 @@ def test_two_processes_give_the_single_process_episodes(tmp_path):
         assert np.array_equal(a.x, b.x) and np.array_equal(a.carry, b.carry)
         assert np.array_equal(a.h5["episodes"][()], b.h5["episodes"][()])
         assert sorted(set(b.h5["episodes"]["world"].tolist())) == [0, 1, 2, 3]
+
+
+def test_a_ctrl_function_s_controls_are_recorded_too(tmp_path):
+    """ctrl(t, x) (stateless closed loop): /ctrl holds u = ctrl(t_k, x_k) applied during step k."""
+    def policy(t, x):
+        return -0.5 * x[:4] - 0.1 * x[4:8] + jnp.sin(t)
+
+    r = rollout(cached_scene("arm"), "semi_implicit_euler", steps=50, batch=2, ctrl=policy, backend="mujoco",
+                out=tmp_path / "p.h5", progress=False)
+    before = np.concatenate([r.x0[None], r.x[:-1]])            # the state each step started from
+    t = np.arange(50) * 0.002
+    want = -0.5 * before[..., :4] - 0.1 * before[..., 4:8] + np.sin(t)[:, None, None]
+    assert np.abs(r.ctrl - want).max() <= 1e-12
+    with open_rollout(tmp_path / "p.h5") as f:
+        assert np.array_equal(f.ctrl, r.ctrl) and "controller" not in f.attrs

@@ -131,6 +131,7 @@ def _advance_world(scene, st: ChunkStatic):
             u = u_loop if mode == "controller" else u
         if mode == "callable":
             u = ctrl_fn(t, x)
+            carry = _ep.applied(ep, carry, u) if ep is not None else carry
         elif mode == "none":
             u = None
         cin = {n: carry[n] for n in integ_names} if threaded else None  # integrators without a carry: as before

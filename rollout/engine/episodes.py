@@ -93,6 +93,7 @@ class EpisodePlan:
     draw_scale: tuple            # per-state std-dev of a fresh draw (reset_to="draw"), () otherwise
     quaternions: tuple           # ((start, stop), ...) value slices renormalised after a draw
     sensor_specs: tuple          # adapters.outputs rows of "sensordata" (when a function reads sensors)
+    record_ctrl: bool = False    # a ctrl(t, x) function's controls are recorded too (a Controller's always are)
 
     @property
     def resets(self) -> bool:
@@ -104,7 +105,7 @@ class EpisodePlan:
 
     def carry_spec(self) -> tuple:
         """The engine's carry entries ((name, shape), ...): applied controls, episode bookkeeping, controller."""
-        spec = [(CTRL, (self.nu,))] if self.controller is not None else []
+        spec = [(CTRL, (self.nu,))] if self.controller is not None or self.record_ctrl else []
         if self.terminate is not None:
             spec += [(EPISODE, ()), (EPISODE_START, ()), (PENDING, ())]
         return tuple(spec) + tuple((name, shape) for name, shape, _ in self.leaves)
@@ -370,7 +371,7 @@ def begin(ep: EpisodePlan, sc, t, k, x, carry: dict, live, wid, seed, reset):
             c0 = _state_leaves(ep, _call_init(ep, x, wid), carry, carry[CTRL].dtype)
             new.update({name: jnp.where(r, c0[name], carry[name]) for name in c0})
         carry = {**carry, **new}
-    if ep.controller is None:
+    if ep.controller is None:  # (a ctrl(t, x) function's u is recorded by ``applied``)
         return x, carry, None
     c = _controller_state(ep, carry)
     sd = _sensordata(ep, sc, t, x, carry[CTRL], carry)
@@ -381,6 +382,13 @@ def begin(ep: EpisodePlan, sc, t, k, x, carry: dict, live, wid, seed, reset):
     c_new = _state_leaves(ep, c_new, carry, carry[CTRL].dtype)
     carry = {**carry, CTRL: u, **{name: jnp.where(due, v, carry[name]) for name, v in c_new.items()}}
     return x, carry, u
+
+
+def applied(ep: EpisodePlan, carry: dict, u) -> dict:
+    """The carry with a ctrl(t, x) function's controls of this step (``/ctrl``)."""
+    if not ep.record_ctrl or u is None:
+        return carry
+    return {**carry, CTRL: jnp.asarray(u, carry[CTRL].dtype).reshape(carry[CTRL].shape)}
 
 
 def end(ep: EpisodePlan, sc, t, k, x, carry: dict, ok, status, status_step):

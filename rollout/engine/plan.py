@@ -466,7 +466,8 @@ def check_episodes(scene, start, x0: np.ndarray, carry_spec: tuple, carry0: dict
     """(EpisodePlan or None, engine carry spec, engine carry0, reset inputs): a run's controller and termination
     rule checked by calling them on world 0 (``engine.episodes``), before anything compiles."""
     ctrl, term = start.ctrl, start.terminate
-    if not isinstance(ctrl, Controller) and term is None:
+    record_ctrl = callable(ctrl) and not isinstance(ctrl, Controller)  # a ctrl(t, x) function's u: /ctrl too
+    if not isinstance(ctrl, Controller) and term is None and not record_ctrl:
         return None, (), {}, ()
     view = SceneView.of(scene)
     sensor_specs = ()
@@ -487,7 +488,7 @@ def check_episodes(scene, start, x0: np.ndarray, carry_spec: tuple, carry0: dict
     ep = EpisodePlan(controller=ctrl if isinstance(ctrl, Controller) else None, mode=mode, init_world=init_world,
                      treedef=treedef, leaves=leaves, nu=view.nu, terminate=term, terminate_mode=t_mode,
                      terminate_sensors=t_sensors, on_terminate=start.on_terminate, reset_to=reset_to,
-                     draw_scale=draw_scale, quaternions=quats, sensor_specs=sensor_specs)
+                     draw_scale=draw_scale, quaternions=quats, sensor_specs=sensor_specs, record_ctrl=record_ctrl)
     names = {name for name, _ in carry_spec}
     clash = sorted(names & {name for name, _ in ep.carry_spec()})
     if clash:
