@@ -466,3 +466,14 @@ def test_a_ctrl_function_s_controls_are_recorded_too(tmp_path):
     assert np.abs(r.ctrl - want).max() <= 1e-12
     with open_rollout(tmp_path / "p.h5") as f:
         assert np.array_equal(f.ctrl, r.ctrl) and "controller" not in f.attrs
+
+
+def test_show_summarizes_the_episodes(box_reset, capsys):
+    from mjharness.rollout.cli.app import main
+
+    _, out, _ = box_reset
+    assert main(["show", str(out)]) == 0
+    text = capsys.readouterr().out
+    rows = _file_rows(out)
+    done = sum(1 for row in rows if row[4] == "terminated")
+    assert f"episodes: {len(rows)} ({done} terminated" in text and "/episodes" in text

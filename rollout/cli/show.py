@@ -12,7 +12,7 @@ import os
 
 from . import plots
 from .common import print_layout
-from .summary import flagged_lines
+from .summary import episode_lines, flagged_lines
 
 
 def add_parser(sub) -> None:
@@ -99,6 +99,8 @@ def command(args) -> int:
         print(f"status: {status.size - len(bad)}/{status.size} ok"
               + "".join(f", world {i}: {status_name(status[i])} at step {int(f.status_step[i])}" for i in bad[:5]))
         for line in flag_lines(f):
+            print(line)
+        for line in episode_lines(args.file):
             print(line)
         for line in param_lines(f):
             print(line)
