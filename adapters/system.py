@@ -26,6 +26,7 @@ Wiener process drive endpoints of several members.
 
 from __future__ import annotations
 
+import copy
 import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -232,6 +233,32 @@ class System:
                 "couplings": [{"reads": list(c.reads), "writes": c.writes} for c in self.couplings],
                 "hooks": {n: sorted(h) for n, h in self.hooks.items()},
                 "shared_noise": [[list(ep) for ep in g] for g in self.shared_noise]}
+
+    # -- per-world model fields of the members (model_params, randomize) -------------------------------
+    def param_owner(self, path: str) -> tuple[str, MjScene, str]:
+        """``"<member>.<field>"`` (the naming of coupling targets, ``"arm.ctrl:motor"``) -> (member name, the
+        MjScene member, its field path); a SystemSpecError names what is wrong."""
+        name, _, field = path.partition(".") if isinstance(path, str) else ("", "", "")
+        if not field or name not in self.members:
+            scene = next((n for n, m in self.members.items() if isinstance(m, MjScene)), "arm")
+            raise SystemSpecError(f"a System's per-world model field is '<member>.<field>' (e.g. "
+                                  f"'{scene}.body_mass'), got {path!r}; members: {list(self.members)}")
+        m = self.members[name]
+        if not isinstance(m, MjScene):
+            raise SystemSpecError(f"{path!r}: member {name!r} is a {type(m).__name__}, not an MjScene; only "
+                                  f"MjScene members have MuJoCo model fields")
+        return name, m, field
+
+    def with_params(self, params: dict) -> System:
+        """The system evaluating one world's member fields ``{"<member>.<field>": value}``: each MjScene member
+        addressed becomes ``member.with_params({field: value})`` (its backend's per-world path)."""
+        split = {}
+        for path, v in params.items():
+            name, _, field = self.param_owner(path)
+            split.setdefault(name, {})[field] = v
+        twin = copy.copy(self)
+        twin.__dict__["members"] = {n: m.with_params(split[n]) if n in split else m for n, m in self.members.items()}
+        return twin
 
     # -- dynamics ------------------------------------------------------------------------------------
     def _inputs(self, t, x):

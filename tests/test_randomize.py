@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -275,17 +276,148 @@ def test_fit_starts_from_the_recorded_draws(tmp_path):
     assert est["history"][0]["loss"] < 1e-20
 
 
-def test_outputs_with_per_world_fields_are_refused_on_mujoco_before_the_file():
-    from mjharness.adapters.backends import BackendError
-
-    with pytest.raises(BackendError, match="per-world model fields.*backend='mjx'"):
-        _run("mujoco", steps=2, batch=2, outputs=("xpos",))
+SENSED = XML.replace("</actuator>", '</actuator><sensor><subtreecom body="arm"/><framepos objtype="body" '
+                                    'objname="box"/></sensor>')
 
 
-def test_a_system_is_refused_with_a_clear_error():
+def test_mujoco_outputs_read_each_worlds_own_model():
+    """Recorded outputs on backend='mujoco' with per-world fields: each world's xpos, sensordata (a subtree COM,
+    which moves with the masses) and energy equal MuJoCo C's mj_forward on that world's own MjModel (nominal
+    model + the recorded /model_params + mj_setConst); the nominal model gives other values."""
+    r = rollout(SENSED, None, steps=40, record_every=10, batch=6, seed=3, randomize=RANDOMIZE, perturb=0.5,
+                backend="mujoco", outputs=("xpos", "sensordata", "energy"), **QUIET)
+    nominal = mujoco.MjModel.from_xml_string(SENSED)
+    worst, off = 0.0, 0.0
+    for w in range(6):
+        m = mujoco.MjModel.from_xml_string(SENSED)
+        for f, v in r.model_params.items():
+            np.copyto(getattr(m, f), v[w])
+        mujoco.mj_setConst(m, mujoco.MjData(m))
+        for j in range(len(r.time)):
+            for model, own in ((m, True), (nominal, False)):
+                d = mujoco.MjData(model)
+                d.qpos[:], d.qvel[:], d.time = r.x[j, w, :m.nq], r.x[j, w, m.nq:m.nq + m.nv], r.time[j]
+                mujoco.mj_forward(model, d)
+                mujoco.mj_energyPos(model, d)
+                mujoco.mj_energyVel(model, d)
+                err = max(float(np.abs(r.outputs[k][j, w] - ref).max())
+                          for k, ref in (("xpos", d.xpos), ("sensordata", d.sensordata), ("energy", d.energy)))
+                worst, off = (max(worst, err), off) if own else (worst, max(off, err))
+    assert worst <= 1e-12, worst
+    assert off > 1e-3, off  # the worlds' own fields matter: the nominal model's outputs differ
+
+
+def test_mujoco_declares_per_world_outputs():
+    from mjharness.adapters.backends import get_backend
+
+    assert get_backend("mujoco").caps.has("per_world_outputs")
+    r = rollout(XML, None, steps=2, batch=2, seed=3, randomize=RANDOMIZE, outputs=("xpos",), backend="mujoco",
+                **QUIET)
+    assert r.outputs["xpos"].shape == (2, 2, 4, 3)
+
+
+@pytest.mark.parametrize("key, dist, match", [
+    ("body_mass:arm", "normal(0.1, 1)", r"1 drew body_mass\[2\] = -0.88.*a body's mass >= 0"),
+    ("dof_damping:h2", "+normal(0, 1)", r"0 drew dof_damping\[7\] = -1.2.*joint damping >= 0"),
+    ("geom_friction:boxg[0]", "normal(0, 1)", r"\d+ drew geom_friction\[1, 0\] = -0.1.*friction coefficient >= 0"),
+    ("dof_armature:h1", "uniform(-1, 0)", r"\d+ drew dof_armature\[6\] = -.*armature"),
+    ("dof_frictionloss:h1", "+uniform(-1, -0.5)", r"\d+ drew dof_frictionloss\[6\].*friction loss >= 0"),
+    ("jnt_stiffness:h1", "uniform(-1, -0.5)", r"\d+ drew jnt_stiffness\[1\].*stiffness >= 0"),
+    ("body_inertia:arm", "*uniform(0.2, 3)", r"0 drew body_inertia\[2, 0\].*'arm'.*A \+ B >= C"),
+    ("body_mass:arm2", "uniform(0, 0)", r"\d+ drew body_mass\[3\] = 0: body 'arm2' moves.*mjMINVAL"),
+])
+def test_draws_that_make_a_model_invalid_are_refused(key, dist, match):
+    with pytest.raises(RolloutError, match=rf"^randomize\[{re.escape(repr(key))}\]: world {match}.*not clipped"):
+        randomized_params(mujoco.MjModel.from_xml_string(XML), {key: dist}, 3, range(16))
+
+
+def test_an_invalid_draw_stops_the_run_before_the_file(tmp_path):
+    out = tmp_path / "never.h5"
+    with pytest.raises(RolloutError, match=r"randomize\['body_mass:arm'\]: world \d+ drew body_mass\[2\] = -"):
+        _run("mujoco", steps=2, out=str(out), randomize={"body_mass:arm": "+normal(0, 5)"})
+    assert not out.exists()
+
+
+def test_valid_signs_pass():
+    """A negative gear reverses an actuator (valid); a massless jointed body is fine while a child carries mass."""
+    m = mujoco.MjModel.from_xml_string(XML)
+    p = randomized_params(m, {"actuator_gear:m1[0]": "uniform(-2, -1)", "body_mass:arm": "uniform(0, 0)"}, 3,
+                          range(4))
+    assert np.all(p["actuator_gear"][:, 0, 0] < 0) and np.all(p["body_mass"][:, m.body("arm").id] == 0)
+
+
+SYSTEM_RANDOMIZE = {"arm.body_mass:arm": "*uniform(0.5, 2)", "arm.dof_damping:h2": "uniform(0.01, 0.5)",
+                    "arm.geom_friction:boxg[0]": "uniform(0.3, 1.2)"}
+
+
+def _system(backend):
     from mjharness.adapters import DCMotor, MjScene
     from mjharness.adapters.system import System
 
-    system = System({"arm": MjScene(XML, backend="mjx"), "motor": DCMotor()})
-    with pytest.raises(RolloutError, match="System's members cannot be randomized"):
-        rollout(system, "rk4", dt=0.002, steps=2, batch=2, randomize={"body_mass:arm": "*uniform(0.5, 2)"}, **QUIET)
+    return System({"arm": MjScene(XML, backend=backend), "motor": DCMotor()})
+
+
+def test_system_member_on_mujoco_equals_mj_step_on_each_worlds_model(tmp_path):
+    """'arm.<field>:<name>' keys draw on the System's MjScene member: world w's arm (MuJoCo C member, rk4)
+    equals MuJoCo C's RK4 mj_step on the MjModel with that world's recorded values and mj_setConst."""
+    from backend_common import c_trajectories
+
+    from mjharness.rollout.cli.show import param_lines
+
+    system, out = _system("mujoco"), str(tmp_path / "system.h5")
+    r = rollout(system, "rk4", dt=0.002, steps=50, batch=4, seed=3, perturb=0.5, randomize=SYSTEM_RANDOMIZE,
+                out=out, **QUIET)
+    assert {"arm.body_mass", "arm.dof_damping", "arm.geom_friction", "arm.body_subtreemass"} <= set(r.model_params)
+    n, worst = system.members["arm"].layout.size, 0.0
+    for w in range(4):
+        m = mujoco.MjModel.from_xml_string(XML)
+        for k in ("body_mass", "dof_damping", "geom_friction"):
+            getattr(m, k)[...] = r.model_params[f"arm.{k}"][w]
+        mujoco.mj_setConst(m, mujoco.MjData(m))
+        np.testing.assert_allclose(r.model_params["arm.dof_invweight0"][w], m.dof_invweight0, rtol=1e-12, atol=0)
+        ref = c_trajectories(m, "rk4", r.x0[w:w + 1, :n], np.zeros((1, m.nu)), 50)[:, 0]
+        worst = max(worst, float(np.abs(r.x[:, w, :n] - ref).max()))
+    assert worst <= 1e-12, worst
+    assert np.ptp(r.model_params["arm.body_mass"][:, 2]) > 0.3
+    with open_rollout(out) as f:
+        for k, v in r.model_params.items():
+            np.testing.assert_array_equal(f.model_params[k], v, err_msg=k)
+        attrs = f.model_param_attrs["arm.body_mass"]
+        assert json.loads(attrs["randomize"]) == {"arm.body_mass:arm": "*uniform(0.5, 2)"}
+        text = "\n".join(param_lines(f))
+    assert "arm.body_mass:arm" in text and "*uniform(0.5, 2)" in text
+
+
+def test_system_member_on_mjx_equals_the_plain_scene_with_its_fields():
+    """The MJX member: same draws as the C member (keyed by the full key), and its states equal a plain MjScene
+    (MJX) run given the recorded fields as model_params; the motor member runs unchanged."""
+    from mjharness.adapters import MjScene
+
+    system = _system("mjx")
+    r = rollout(system, "rk4", dt=0.002, steps=30, batch=4, seed=3, perturb=0.5, randomize=SYSTEM_RANDOMIZE,
+                **QUIET)
+    c = rollout(_system("mujoco"), "rk4", dt=0.002, steps=2, batch=4, seed=3, perturb=0.5,
+                randomize=SYSTEM_RANDOMIZE, **QUIET)
+    assert set(r.model_params) == set(c.model_params)
+    for k, v in r.model_params.items():
+        np.testing.assert_array_equal(v, c.model_params[k], err_msg=k)
+    n = system.members["arm"].layout.size
+    plain = rollout(MjScene(XML, backend="mjx"), "rk4", dt=0.002, steps=30, x0=r.x0[:, :n],
+                    model_params={k.partition(".")[2]: v for k, v in r.model_params.items()}, **QUIET)
+    assert np.max(np.abs(r.x[:, :, :n] - plain.x)) <= 1e-12
+    nominal = rollout(MjScene(XML, backend="mjx"), "rk4", dt=0.002, steps=30, x0=r.x0[:, :n], **QUIET)
+    assert np.max(np.abs(r.x[:, :, :n] - nominal.x)) > 1e-6  # the draws changed the arm
+
+
+@pytest.mark.parametrize("key, match", [
+    ("motor.R", "member 'motor' is a DCMotor, not an MjScene"), ("hand.body_mass:arm", "'<member>.<field>'"),
+    ("body_mass:arm", "'<member>.<field>'"), ("arm.body_mass:nobody", "no body named"),
+])
+def test_system_keys_are_checked(key, match):
+    with pytest.raises(RolloutError, match=match):
+        rollout(_system("mjx"), "rk4", dt=0.002, steps=2, batch=2, randomize={key: "*uniform(0.5, 2)"}, **QUIET)
+
+
+def test_member_keys_on_a_plain_scene_are_refused():
+    with pytest.raises(RolloutError, match="'arm' is not a field of the model.*members of a System"):
+        randomized_params(mujoco.MjModel.from_xml_string(XML), {"arm.body_mass:arm": "uniform(1, 2)"}, 0, range(2))

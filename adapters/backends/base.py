@@ -70,7 +70,7 @@ class Capabilities:
         outputs: recorded MuJoCo outputs (``outputs=``).
         callable_outputs: user output functions ``fn(scene, t, x, data)`` on MJX data.
         float64: dynamics evaluated in float64 (MJWarp's kernels are float32 only).
-        per_world_outputs: recorded outputs evaluated on each world's own model fields (MuJoCo C: not yet).
+        per_world_outputs: recorded outputs evaluated on each world's own model fields.
     """
 
     mjx_data: bool

@@ -205,13 +205,18 @@ class WorldFields:
 
     def __init__(self, pool: HostPool, layout: tuple):
         self.model, self.implicit = copy.deepcopy(pool.model), copy.deepcopy(pool._implicit_model)
-        bounds = np.cumsum([0] + [size for _, size in layout])
-        self._writes = [(slice(lo, hi), write) for (path, _), lo, hi in zip(layout, bounds[:-1], bounds[1:])
-                        for write in (_field_writer(self.model, path), _field_writer(self.implicit, path))]
+        self._writes = _field_writes((self.model, self.implicit), layout)
 
     def set(self, row: np.ndarray) -> None:
         for sl, write in self._writes:
             write(row[sl])
+
+
+def _field_writes(models, layout: tuple) -> list:
+    """[(slice of the flat row, write)] setting every field of ``layout`` ((path, size), ...) on each of ``models``."""
+    bounds = np.cumsum([0] + [size for _, size in layout])
+    return [(slice(lo, hi), _field_writer(m, path)) for (path, _), lo, hi in zip(layout, bounds[:-1], bounds[1:])
+            for m in models]
 
 
 def make_field_evaluator(pool: HostPool, mode: str, force: np.ndarray | None, layout: tuple):
@@ -279,51 +284,65 @@ class _OutputReader:
 class HostOutputs:
     """Recorded outputs of a batch of worlds through MuJoCo C: mj_setState + mj_forward
     (+ mj_rnePostConstraint, mj_energyPos/Vel, mj_contactForce as the outputs need) per world, on the
-    pool's threads with MjData of its own (a sampled evaluation may overlap the last step's stages)."""
+    pool's threads with MjData of its own (a sampled evaluation may overlap the last step's stages).
 
-    def __init__(self, pool: HostPool, specs, rne: bool):
-        m = pool.model
-        self.pool, self.width = pool, output_width(specs)
-        self.readers = []
+    ``layout`` ((path, size), ...): per-world model fields (issue 31). Each thread then reads its outputs off
+    its own copy of the model, into which world w's fields (the run's per-world values: drawn, explicit and the
+    derived constants mj_setConst gave them) are written before the world's mj_forward, as the dynamics do
+    (``WorldFields``)."""
+
+    def __init__(self, pool: HostPool, specs, rne: bool, layout: tuple | None = None):
+        self.pool, self.width, self.layout = pool, output_width(specs), layout
+        self.readers, self.writes = [], []
         for src in pool.datas:
+            m = pool.model if layout is None else copy.deepcopy(pool.model)
             d = mujoco.MjData(m)
             mujoco.mj_copyData(d, m, src)  # applied forces, mocap, userdata as the pool's
             self.readers.append(_OutputReader(m, d, specs, rne))
+            self.writes.append(None if layout is None else _field_writes((m,), layout))
 
-    def _slice(self, i, lo, hi, packed, out):
-        r = self.readers[i]
+    def _slice(self, i, lo, hi, packed, out, fields=None):
+        r, writes = self.readers[i], self.writes[i]
         m, d = r.m, r.d
         for w in range(lo, hi):
+            if fields is not None:
+                for sl, write in writes:
+                    write(fields[w, sl])
             mujoco.mj_setState(m, d, packed[w], _STATE)
             mujoco.mj_forward(m, d)
             r(out[w])
 
-    def evaluate(self, t, x, ctrl, ws):
-        """Arrays with one common leading batch shape (or none) -> (..., width) float64."""
+    def evaluate(self, t, x, ctrl, ws, p=None):
+        """Arrays with one common leading batch shape (or none) -> (..., width) float64; ``p`` (..., P): each
+        world's model fields of ``layout``, flat (required exactly when the outputs were built with a layout)."""
+        if (p is None) != (self.layout is None):
+            raise BackendError("backend 'mujoco': outputs with per-world model fields need each world's fields")
         m = self.pool.model
         t, x, ctrl, ws = (np.asarray(a, dtype=np.float64) for a in (t, x, ctrl, ws))
         lead = x.shape[:-1]
         n = int(np.prod(lead)) if lead else 1
         packed = np.concatenate([t.reshape(n, 1), x.reshape(n, -1)[:, :m.nq + m.nv + m.na], ws.reshape(n, -1),
                                  ctrl.reshape(n, -1)], axis=1)
+        fields = None if p is None else np.asarray(p, dtype=np.float64).reshape(n, -1)
         out = np.empty((n, self.width))
         k = min(self.pool.threads, n)
         if k <= 1 or self.pool.executor is None:
-            self._slice(0, 0, n, packed, out)
+            self._slice(0, 0, n, packed, out, fields)
         else:
             bounds = np.linspace(0, n, k + 1).astype(int)
-            for f in [self.pool.executor.submit(self._slice, i, bounds[i], bounds[i + 1], packed, out)
+            for f in [self.pool.executor.submit(self._slice, i, bounds[i], bounds[i + 1], packed, out, fields)
                       for i in range(k)]:
                 f.result()
         return out.reshape(lead + (self.width,))
 
 
 def make_output_evaluator(outputs: HostOutputs):
-    """``f(t, x, ctrl, ws) -> (width,)`` for one world, batched by vmap into one host call."""
+    """``f(t, x, ctrl, ws) -> (width,)`` for one world (``f(t, x, ctrl, ws, p)`` with the world's flat model
+    fields when ``outputs`` has a layout), batched by vmap into one host call."""
 
     @jax.custom_jvp
-    def evaluate(t, x, ctrl, ws):
-        return _host_call(outputs.evaluate, jnp.shape(x)[:-1] + (outputs.width,), t, x, ctrl, ws)
+    def evaluate(t, x, ctrl, ws, *p):
+        return _host_call(outputs.evaluate, jnp.shape(x)[:-1] + (outputs.width,), t, x, ctrl, ws, *p)
 
     @evaluate.defjvp
     def _no_jvp(primals, tangents):

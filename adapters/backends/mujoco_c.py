@@ -13,7 +13,7 @@ from mjharness.scenes import load_native
 
 from . import host as _host
 from . import host_chunk as _host_chunk
-from .base import Backend, BackendError, Capabilities, check_naconmax
+from .base import Backend, Capabilities, check_naconmax
 
 
 class MujocoBackend(Backend):
@@ -21,7 +21,7 @@ class MujocoBackend(Backend):
     summary = "MuJoCo C on CPU threads: runs models MJX refuses; the fastest on CPU; not differentiable"
     caps = Capabilities(mjx_data=False, differentiable=False, per_world_params=True, extra_states=False,
                         body_noise=False, joint_noise=True, outputs=True, callable_outputs=False, float64=True,
-                        per_world_outputs=False)
+                        per_world_outputs=True)
 
     def check_options(self, *, threads, naconmax):
         check_naconmax(naconmax, self.name, owner=False)  # threads: HostPool checks them
@@ -59,7 +59,7 @@ class MujocoBackend(Backend):
         return twin
 
     def _evaluate_fields(self, scene, fields, key, t, x, ctrl, ws, mode, h, force):
-        layout = tuple((path, int(np.prod(jnp.shape(v), dtype=np.int64))) for path, v in fields.items())
+        layout = self._layout(fields)
         fn = scene._host_fns.get(("fields", key, layout))
         if fn is None:
             fn = scene._host_fns[("fields", key, layout)] = _host.make_field_evaluator(scene._host, mode, force,
@@ -67,7 +67,7 @@ class MujocoBackend(Backend):
         m, f64 = scene.model, jax.dtypes.canonicalize_dtype(jnp.float64)  # float32 in a float32 run
         ctrl = scene.data.ctrl if ctrl is None else ctrl
         ws = np.zeros(m.nv) if ws is None else ws
-        p = jnp.concatenate([jnp.reshape(jnp.asarray(v, f64), (-1,)) for v in fields.values()])
+        p = self._flat(fields, f64)
         out = fn(jnp.asarray(t, f64), jnp.asarray(x, f64)[:m.nq + m.nv + m.na],
                  jnp.reshape(jnp.asarray(ctrl, f64), (m.nu,)), jnp.asarray(ws, f64), jnp.asarray(h, f64), p)
         return _host.HostData(out, m.nv, m.na)
@@ -87,20 +87,28 @@ class MujocoBackend(Backend):
     def outputs(self, scene, specs, t, x, ctrl, ws):
         from ..outputs import needs_rne, split_row
 
-        if getattr(scene, "_world_fields", None):  # (issue 31) HostOutputs reads the pool's nominal model
-            raise BackendError("recorded outputs with per-world model fields (model_params, randomize) are not "
-                               "supported on backend='mujoco' yet: use backend='mjx'")
-        key = ("outputs", tuple(specs), bool(needs_rne(specs)))
+        fields = getattr(scene, "_world_fields", None)  # (issue 31) each world's own model fields
+        layout = self._layout(fields) if fields else None
+        key = ("outputs", tuple(specs), bool(needs_rne(specs)), layout)
         fn = scene._host_fns.get(key)
         if fn is None:
             fn = scene._host_fns[key] = _host.make_output_evaluator(
-                _host.HostOutputs(scene._host, specs, needs_rne(specs)))
+                _host.HostOutputs(scene._host, specs, needs_rne(specs), layout))
         m, f64 = scene.model, jax.dtypes.canonicalize_dtype(jnp.float64)  # float32 in a float32 run
         ctrl = scene.data.ctrl if ctrl is None else ctrl
         ws = np.zeros(m.nv) if ws is None else ws
+        p = () if layout is None else (self._flat(fields, f64),)
         flat = fn(jnp.asarray(t, f64), jnp.asarray(x, f64)[:m.nq + m.nv + m.na],
-                  jnp.reshape(jnp.asarray(ctrl, f64), (m.nu,)), jnp.reshape(jnp.asarray(ws, f64), (m.nv,)))
+                  jnp.reshape(jnp.asarray(ctrl, f64), (m.nu,)), jnp.reshape(jnp.asarray(ws, f64), (m.nv,)), *p)
         return split_row(specs, flat)
+
+    @staticmethod
+    def _layout(fields: dict) -> tuple:
+        return tuple((path, int(np.prod(jnp.shape(v), dtype=np.int64))) for path, v in fields.items())
+
+    @staticmethod
+    def _flat(fields: dict, dtype):
+        return jnp.concatenate([jnp.reshape(jnp.asarray(v, dtype), (-1,)) for v in fields.values()])
 
     def chunk_runner(self, scene, request, batch):
         # MuJoCo's own scheme and nothing per stage in JAX: one batched mj_step call per chunk (host_chunk.py).

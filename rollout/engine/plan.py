@@ -208,14 +208,27 @@ def check_model_params(scene, params, B: int, *, shared: bool = False) -> dict:
     """
     if not params:
         return {}
-    if not isinstance(scene, PerWorldModel):
-        raise RolloutError("model_params needs an MjScene (a model with .mjx_model and .with_model)")
-    scene.backend_impl.require("per_world_params", f"model_params {sorted(params)} (MJX model fields set per world)")
+    owner = getattr(scene, "param_owner", None)  # a System: "<member>.<field>" (adapters/system.py)
+    if owner is None and not isinstance(scene, PerWorldModel):
+        raise RolloutError("model_params needs an MjScene (a model with .mjx_model and .with_model) or a System "
+                           "('<member>.<field>' keys)")
+    if owner is None:
+        scene.backend_impl.require("per_world_params",
+                                   f"model_params {sorted(params)} (MJX model fields set per world)")
     out = {}
     for name, v in params.items():
         if not isinstance(name, str):
             raise RolloutError(f"model_params keys are MJX field paths like 'body_mass' or 'opt.gravity', got {name!r}")
-        ref = _field(backend_model(scene), name)
+        member, path = scene, name
+        if owner is not None:
+            from mjharness.adapters.system import SystemSpecError
+
+            try:
+                _, member, path = owner(name)
+            except SystemSpecError as e:
+                raise RolloutError(f"model_params: {e}") from None
+            member.backend_impl.require("per_world_params", f"model_params[{name!r}] (model fields set per world)")
+        ref = _field(backend_model(member), path)
         dtype = ref.dtype if isinstance(ref, jax.core.Tracer) else np.asarray(ref).dtype
         if not np.issubdtype(dtype, np.floating):
             raise RolloutError(f"model_params[{name!r}]: the field is {dtype}, not a floating field; "
@@ -523,21 +536,44 @@ def _resumed_file(path) -> dict:
 
 def draw_params(scene, randomize: dict, seed: int, world_offset: int, B: int, explicit: dict) -> dict:
     """Per-world fields of worlds ``world_offset .. world_offset + B`` drawn by ``randomize`` on top of the explicit
-    ``model_params`` (``engine.randomize``), restricted to the fields the scene's backend model has."""
+    ``model_params`` (``engine.randomize``), restricted to the fields the scene's backend model has. A System
+    draws each key ``"<member>.<field>[:name]"`` on that MjScene member's model; its fields are
+    ``"<member>.<field>"``."""
+    worlds = world_offset + np.arange(B)
+
+    def member_draws(sc, keys: dict, mine: dict, member: str) -> dict:
+        sc.backend_impl.require("per_world_params", f"randomize {sorted(keys)} (model fields set per world)")
+        target = backend_model(sc)
+
+        def keep(field, shape):
+            if not has_field(target, field):
+                return False
+            ref = np.asarray(field_value(target, field))
+            return np.issubdtype(ref.dtype, np.floating) and ref.shape == tuple(shape)
+
+        return randomized_params(sc.model, keys, seed, worlds, mine, keep, member=member)
+
+    owner = getattr(scene, "param_owner", None)
+    if owner is not None:  # a System (adapters/system.py)
+        from mjharness.adapters.system import SystemSpecError
+
+        groups = {}
+        for key, dist in randomize.items():
+            try:
+                name, member, _ = owner(key if isinstance(key, str) else "")
+            except SystemSpecError as e:
+                raise RolloutError(f"randomize[{key!r}]: {e}") from None
+            groups.setdefault(name, (member, {}))[1][key] = dist
+        out = dict(explicit)
+        for name, (member, keys) in groups.items():
+            mine = {k.partition(".")[2]: v for k, v in explicit.items() if k.partition(".")[0] == name}
+            out.update({f"{name}.{f}": v for f, v in member_draws(member, keys, mine, name).items()})
+        return out
     view = SceneView.of(scene)
     if view.model is None or not isinstance(scene, PerWorldModel):
-        raise RolloutError(f"randomize needs an MjScene (a MuJoCo model evaluated per world); got "
-                           f"{type(scene).__name__} (a System's members cannot be randomized yet)")
-    scene.backend_impl.require("per_world_params", f"randomize {sorted(randomize)} (model fields set per world)")
-    target = backend_model(scene)
-
-    def keep(field, shape):
-        if not has_field(target, field):
-            return False
-        ref = np.asarray(field_value(target, field))
-        return np.issubdtype(ref.dtype, np.floating) and ref.shape == tuple(shape)
-
-    return randomized_params(view.model, randomize, seed, world_offset + np.arange(B), explicit, keep)
+        raise RolloutError(f"randomize needs an MjScene (a MuJoCo model evaluated per world) or a System of them; "
+                           f"got {type(scene).__name__}")
+    return member_draws(scene, randomize, explicit, "")
 
 
 def _check_resumed_randomize(asked, in_file, resume):

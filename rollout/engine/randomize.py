@@ -14,6 +14,14 @@ written, and ``mj_setConst`` recomputes the derived constants (``body_subtreemas
 carries is found once by a probe (the randomized elements perturbed, ``mj_setConst``, compare every floating
 field), so it is the same for every world and process. The run's per-world fields are the randomized fields,
 the explicit ones and the derived ones that the backend's model has.
+
+A draw that makes a world's model invalid is refused (``POSITIVE``, ``check_world``): a negative mass, inertia,
+damping, stiffness, armature, friction loss or friction, a principal inertia breaking A + B >= C, or a moving
+body left without mass (``body_subtreemass`` <= mjMINVAL), naming the key, the world and the drawn value.
+Values are never clipped.
+
+A ``System`` (``adapters/system.py``) addresses its members' fields as ``"<member>.<field>[:name]"`` (the
+naming of its coupling targets, ``"arm.ctrl:motor"``): ``member=`` resolves such keys on that member's model.
 """
 
 from __future__ import annotations
@@ -102,39 +110,65 @@ def parse_dist(key: str, text) -> Dist:
 
 @dataclass(frozen=True)
 class Target:
-    """One randomize entry resolved on a model: which flat elements of which field it draws."""
+    """One randomize entry resolved on a model: which flat elements of which field it draws.
+
+    ``field``: the per-world field's name as recorded (``"arm.body_mass"`` for a System member's field);
+    ``path``: the field of the (member's) MjModel (``"body_mass"``)."""
 
     key: str
     field: str
     flat: np.ndarray     # indices into the field's flattened values
     dist: Dist
+    path: str = ""
+
+    def __post_init__(self):
+        if not self.path:
+            object.__setattr__(self, "path", self.field)
 
 
-def resolve_target(model: mujoco.MjModel, key, text) -> Target:
-    """KEY and DIST checked against ``model`` (the MuJoCo C model: its names and fields)."""
+def member_of(model: mujoco.MjModel, key: str) -> str:
+    """The System member a key addresses (``"arm"`` of ``"arm.body_mass:link1"``), or "" (a field of ``model``:
+    ``"opt.gravity"``, ``"body_mass:link1"``)."""
+    head = key.partition(":")[0].partition("[")[0]
+    return head.partition(".")[0] if "." in head and not hasattr(model, head.partition(".")[0]) else ""
+
+
+def resolve_target(model: mujoco.MjModel, key, text, member: str | None = None) -> Target:
+    """KEY and DIST checked against ``model`` (the MuJoCo C model: its names and fields). ``member``: the System
+    member whose model ``model`` is (keys then start with ``"<member>."``); "" for a scene's own model; None:
+    read from the key (``member_of``: the file summary, which has one model)."""
     if not isinstance(key, str) or _KEY.match(key) is None:
         raise RolloutError(f"randomize: key {key!r} is not 'field', 'field:name' or either with '[i]' "
-                           f"(e.g. 'body_mass:torso', 'geom_friction:floor[0]', 'opt.gravity[2]')")
+                           f"(e.g. 'body_mass:torso', 'geom_friction:floor[0]', 'opt.gravity[2]'; a System's "
+                           f"member: 'arm.body_mass:link1')")
     dist = parse_dist(key, text)
     name, comp = _KEY.match(key).groups()
+    found = member_of(model, name)
+    member = found if member is None else member
+    if member and not name.startswith(member + "."):
+        raise RolloutError(f"randomize[{key!r}]: does not address System member {member!r}")
+    if not member and found:
+        raise RolloutError(f"randomize[{key!r}]: {found!r} is not a field of the model; '<member>.<field>' keys "
+                           f"address the members of a System (adapters/system.py)")
+    local = name[len(member) + 1:] if member else name
     for prefix, why in REFUSED:
-        if name.startswith(prefix):
-            raise RolloutError(f"randomize[{key!r}]: {name.partition(':')[0]} cannot be randomized: {why}")
-    field, idx = resolve_param(model, None, name, what="randomize")
+        if local.startswith(prefix):
+            raise RolloutError(f"randomize[{key!r}]: {local.partition(':')[0]} cannot be randomized: {why}")
+    field, idx = resolve_param(model, None, local, what="randomize")
     shape = np.shape(field_value(model, field))
     sel = np.arange(int(np.prod(shape, dtype=np.int64))).reshape(shape)[idx].reshape(-1)
     if comp is not None:
         if int(comp) >= sel.size:
             raise RolloutError(f"randomize[{key!r}]: component [{comp}] of a selection of {sel.size} value(s)")
         sel = sel[int(comp):int(comp) + 1]
-    return Target(key, field, sel, dist)
+    return Target(key, f"{member}.{field}" if member else field, sel, dist, field)
 
 
-def resolve_targets(model: mujoco.MjModel, randomize: dict) -> tuple[Target, ...]:
+def resolve_targets(model: mujoco.MjModel, randomize: dict, member: str | None = None) -> tuple[Target, ...]:
     """Every entry resolved; two keys drawing the same element are refused (their order would matter)."""
     if not isinstance(randomize, dict):
         raise RolloutError(f"randomize must be a dict {{KEY: DIST}}, got {type(randomize).__name__}")
-    targets = tuple(resolve_target(model, k, v) for k, v in randomize.items())
+    targets = tuple(resolve_target(model, k, v, member) for k, v in randomize.items())
     seen = {}
     for t in targets:
         for i in t.flat.tolist():
@@ -151,10 +185,75 @@ def draw(target: Target, seed: int, world: int) -> np.ndarray:
 
 
 def _apply(m: mujoco.MjModel, target: Target, x: np.ndarray) -> None:
-    values = np.array(field_value(m, target.field), np.float64)
+    values = np.array(field_value(m, target.path), np.float64)
     flat = values.reshape(-1)
     flat[target.flat] = target.dist.apply(flat[target.flat], x)
-    set_field(m, target.field, values)
+    set_field(m, target.path, values)
+
+
+# -- valid worlds: what a drawn value may not be (checked per world, before mj_setConst; never clipped) --------
+
+MJMINVAL = 1e-15  # MuJoCo's mjMINVAL: a moving body needs more mass than this
+# Fields whose every value must be >= 0, and what a value is. MuJoCo's compiler refuses a negative body or geom
+# mass/inertia ("mass, inertia or density are negative"); it compiles negative damping, stiffness, armature,
+# friction loss and friction from an XML, but they are not physical: negative damping/stiffness feed energy in,
+# negative armature can make M indefinite, the engine skips a negative friction loss and clamps a contact's
+# friction to mjMINMU, so the world would not run the recorded value. (actuator_gear may be negative: it reverses
+# the actuator.)
+POSITIVE = {
+    "body_mass": "a body's mass", "body_inertia": "a principal moment of inertia",
+    "dof_damping": "joint damping", "jnt_stiffness": "joint stiffness", "dof_armature": "armature (rotor inertia)",
+    "dof_frictionloss": "dry friction loss", "geom_friction": "a friction coefficient",
+    "tendon_damping": "tendon damping", "tendon_stiffness": "tendon stiffness",
+    "tendon_armature": "tendon armature", "tendon_frictionloss": "tendon friction loss",
+}
+_TRIANGLE_RTOL = 1e-12  # A + B >= C up to rounding of a common scale (the compiler checks the XML's values)
+
+
+def _refuse(t: Target, world: int, shape: tuple, i: int, v: float, rule: str):
+    at = ", ".join(str(int(j)) for j in np.unravel_index(i, shape))
+    raise RolloutError(f"randomize[{t.key!r}]: world {world} drew {t.field}[{at}] = "
+                       f"{v:.6g}: {rule}. Values are not clipped: choose a distribution that stays valid (e.g. "
+                       f"'loguniform(a, b)' or '*uniform(a, b)' with 0 < a)")
+
+
+def check_drawn(m: mujoco.MjModel, targets, world: int) -> None:
+    """World ``world``'s drawn values on ``m`` (before mj_setConst): >= 0 where ``POSITIVE`` says so, principal
+    inertias satisfying A + B >= C. A RolloutError names the key, the world and the value."""
+    for t in targets:
+        what = POSITIVE.get(t.path)
+        if what is None:
+            continue
+        values = np.asarray(field_value(m, t.path), np.float64)
+        flat = values.reshape(-1)
+        bad = t.flat[~(flat[t.flat] >= 0)]
+        if bad.size:
+            _refuse(t, world, values.shape, int(bad[0]), flat[bad[0]], f"MuJoCo requires {what} >= 0")
+        if t.path == "body_inertia":
+            for b in np.unique(t.flat // 3).tolist():
+                a, b2, c = np.sort(values[b])
+                if a + b2 < c * (1 - _TRIANGLE_RTOL):
+                    i = next(j for j in t.flat.tolist() if j // 3 == b)
+                    name = mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_BODY, b)
+                    _refuse(t, world, values.shape, i, flat[i], f"body {name!r}'s principal inertia "
+                            f"{values[b].tolist()} breaks A + B >= C, which MuJoCo's compiler requires")
+
+
+def check_moving_mass(m: mujoco.MjModel, targets, world: int) -> None:
+    """After mj_setConst: every body with degrees of freedom above a drawn mass keeps a subtree mass >
+    mjMINVAL (MuJoCo's compiler: "mass and inertia of moving bodies must be larger than mjMINVAL")."""
+    for t in targets:
+        if t.path != "body_mass":
+            continue
+        for b in t.flat.tolist():
+            a = b
+            while a > 0:
+                if m.body_dofnum[a] > 0 and not m.body_subtreemass[a] > MJMINVAL:
+                    name = mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_BODY, a)
+                    _refuse(t, world, m.body_mass.shape, b, m.body_mass[b],
+                            f"body {name!r} moves (it has degrees of freedom) and its subtree would weigh "
+                            f"{m.body_subtreemass[a]:.3g} <= mjMINVAL, which MuJoCo's compiler refuses")
+                a = int(m.body_parentid[a])
 
 
 def float_fields(m: mujoco.MjModel) -> tuple[str, ...]:
@@ -179,41 +278,46 @@ def derived_fields(model: mujoco.MjModel, targets, explicit: dict) -> tuple[str,
     a probe (each such element moved by x1.37 + 0.011), compared field by field with the nominal model."""
     probe = copy.copy(model)
     for t in targets:
-        values = np.array(field_value(probe, t.field), np.float64)
+        values = np.array(field_value(probe, t.path), np.float64)
         values.reshape(-1)[t.flat] = values.reshape(-1)[t.flat] * 1.37 + 0.011
-        set_field(probe, t.field, values)
+        set_field(probe, t.path, values)
     for name in explicit:
         if hasattr(model, name.split(".")[0]):
             set_field(probe, name, np.asarray(field_value(probe, name), np.float64) * 1.37 + 0.011)
     _with_const(probe)
-    moved = {t.field for t in targets} | set(explicit)
+    moved = {t.path for t in targets} | set(explicit)
     return tuple(f for f in float_fields(model) if f not in moved
                  and not np.array_equal(np.asarray(field_value(model, f)), np.asarray(field_value(probe, f))))
 
 
 def world_model(model: mujoco.MjModel, targets, seed: int, world: int, explicit_row: dict) -> mujoco.MjModel:
-    """World ``world``'s MjModel: a copy of ``model`` with its explicit fields, its draws and ``mj_setConst``."""
+    """World ``world``'s MjModel: a copy of ``model`` with its explicit fields, its draws (checked:
+    ``check_drawn``, ``check_moving_mass``) and ``mj_setConst``."""
     m = copy.copy(model)
     for name, v in explicit_row.items():
         if hasattr(m, name.split(".")[0]):
             set_field(m, name, v)
     for t in targets:
         _apply(m, t, draw(t, seed, world))
-    return _with_const(m)
+    check_drawn(m, targets, world)
+    _with_const(m)
+    check_moving_mass(m, targets, world)
+    return m
 
 
 def randomized_params(model: mujoco.MjModel, randomize: dict, seed: int, worlds, explicit: dict | None = None,
-                      keep=lambda field, shape: True) -> dict:
+                      keep=lambda field, shape: True, member: str = "") -> dict:
     """{field: (B, *shape)} of the worlds ``worlds`` (global indices): the randomized fields, the explicit
     ``model_params`` (``explicit``, (B, ...) rows of these worlds, applied before the draws) and the derived
     fields, each as ``mj_setConst`` leaves it. ``keep(field, shape)``: whether the backend's model has the
-    field (a derived field it lacks is dropped; a randomized one is refused)."""
+    field (a derived field it lacks is dropped; a randomized one is refused). ``member``: the System member
+    ``model`` belongs to (its keys read ``"<member>.<field>..."``; the result's fields are ``model``'s own)."""
     explicit = {k: np.asarray(v, np.float64) for k, v in (explicit or {}).items()}
-    targets = resolve_targets(model, randomize)
+    targets = resolve_targets(model, randomize, member)
     for t in targets:
-        if not keep(t.field, np.shape(field_value(model, t.field))):
-            raise RolloutError(f"randomize[{t.key!r}]: this backend's model has no field {t.field!r} of that shape")
-    fields = sorted({t.field for t in targets} | set(explicit) | set(derived_fields(model, targets, explicit)))
+        if not keep(t.path, np.shape(field_value(model, t.path))):
+            raise RolloutError(f"randomize[{t.key!r}]: this backend's model has no field {t.path!r} of that shape")
+    fields = sorted({t.path for t in targets} | set(explicit) | set(derived_fields(model, targets, explicit)))
     fields = [f for f in fields if f in explicit or keep(f, np.shape(field_value(model, f)))]
     rows = {f: [] for f in fields}
     for i, w in enumerate(np.asarray(worlds).tolist()):
