@@ -93,3 +93,39 @@ def test_humanoid_one_step_is_mjwarps_own_step():
     raw = mjwarp_trajectories(m, "euler", x0, ctrl, 1, scene._template._impl.naconmax)
     assert np.abs(ours - raw).max() < 1e-5
     assert np.abs(ours - ref).max() <= FACTOR * np.abs(raw - ref).max() + SLACK
+
+
+def test_randomized_worlds_run_on_warp_as_on_c(box):
+    """randomize on warp (issue 31): the same drawn and derived fields as MuJoCo C (cast to MJWarp's float32), and
+    the worlds agree with C's to float32 round-off (resting boxes, 50 steps)."""
+    from mjharness.rollout import rollout
+
+    rnd = {"body_mass:box": "*uniform(0.5, 2)", "geom_friction:floor[0]": "uniform(0.3, 1.2)"}
+    kw = dict(steps=50, batch=4, randomize=rnd, seed=3, progress=False)
+    rw = rollout(box, "semi_implicit_euler", **kw)
+    rc = rollout("box_on_plane", "semi_implicit_euler", backend="mujoco", **kw)
+    assert rw.stats["backend"] == "warp" and sorted(rw.model_params) == sorted(rc.model_params)
+    for k, v in rc.model_params.items():
+        assert np.array_equal(rw.model_params[k], v), k
+    assert np.abs(rw.x - rc.x).max() < 1e-5
+
+
+def test_termination_and_reset_on_warp_give_cs_episodes(box):
+    """on_terminate='reset' on warp (issue 33): thrown boxes, reset when they stop: the same episode boundaries as
+    MuJoCo C (float32 dynamics, so states to float32 round-off)."""
+    from mjharness.rollout import rollout
+
+    m = box.model
+    x0 = np.tile(np.concatenate([m.qpos0, np.zeros(m.nv)]), (2, 1))
+    x0[:, m.nq:m.nq + 3] = [[1.0, 0.0, 1.0], [1.5, 0.3, 1.0]]
+
+    def stopped(t, x):
+        return jnp.linalg.norm(x[7:13]) < 0.05
+
+    kw = dict(steps=400, x0=x0, terminate=stopped, on_terminate="reset", progress=False)
+    rw = rollout(box, "semi_implicit_euler", **kw)
+    rc = rollout("box_on_plane", "semi_implicit_euler", backend="mujoco", **kw)
+    for w in range(2):
+        assert [(e["start_step"], e["end_step"], e["end"]) for e in rw.episodes(w)] == \
+            [(e["start_step"], e["end_step"], e["end"]) for e in rc.episodes(w)]
+    assert np.abs(rw.x - rc.x).max() < 1e-4

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import jax
 from mujoco import mjx
 
@@ -65,6 +67,13 @@ class WarpBackend(MjxBackend):
         if opts.get("naconmax"):  # the user's (e.g. from `mjharness probe`); njmax stays the model's
             sizes["naconmax"] = opts["naconmax"]
         return mjx.put_data(model, data, device=jax.local_devices()[0], impl="warp", **sizes)
+
+    def with_params(self, scene, params: dict):
+        # MJWarp's kernels take float32 model fields only: per-world values (drawn in float64) are cast to the field's.
+        def field(path):
+            return functools.reduce(getattr, path.split("."), scene.mjx_model)
+
+        return super().with_params(scene, {k: jax.numpy.asarray(v, field(k).dtype) for k, v in params.items()})
 
     def cast_input(self, x, dtype):
         return _warp_input(x).astype(dtype)  # MJWarp's kernels are float32 only and refuse float64 input
