@@ -52,6 +52,13 @@ def param_lines(f) -> list[str]:
     rand = f.attrs.get("randomize") or {}
     rand = json.loads(rand) if isinstance(rand, str) else rand
     lines = [f"model_params: {len(params)} per-world field(s)"]
+    if f.attrs.get("system"):  # keys name System members ("arm.body_mass:link1"); /model is only the first one's
+        for key, dist in rand.items():
+            field = key.partition(":")[0].partition("[")[0]
+            v = np.asarray(params.get(field, np.zeros(0)))
+            stats = f"min {v.min():.6g}  mean {v.mean():.6g}  max {v.max():.6g} (whole field {field})" if v.size else ""
+            lines.append(f"  {key:28s} {dist:24s} {stats}")
+        rand = {}
     for t in resolve_targets(f.model(), rand) if rand else ():
         v = np.asarray(params[t.field]).reshape(len(params[t.field]), -1)[:, t.flat]
         lines.append(f"  {t.key:28s} {rand[t.key]:24s} min {v.min():.6g}  mean {v.mean():.6g}  max {v.max():.6g}")
