@@ -41,6 +41,9 @@ _S = mujoco.mjtState
 _I = mujoco.mjtIntegrator
 # The row recorded after every step: the engine's x (qpos, qvel, act) and its carry (the warm start).
 REC = int(_S.mjSTATE_QPOS | _S.mjSTATE_QVEL | _S.mjSTATE_ACT | _S.mjSTATE_WARMSTART)
+# ... or the state only, when no sample's warm start is recorded (no file, no outputs): 33 % fewer bytes a row on
+# humanoid; the warm start after a group is read from the Batch itself.
+REC_X = int(_S.mjSTATE_QPOS | _S.mjSTATE_QVEL | _S.mjSTATE_ACT)
 FULL = int(_S.mjSTATE_INTEGRATION)
 # State mj_step advances that the stage path does not carry: such models keep the stage path.
 _UNCARRIED = int(_S.mjSTATE_HISTORY | _S.mjSTATE_PLUGIN | _S.mjSTATE_PLASTIC)
@@ -223,7 +226,7 @@ class ChunkRunner:
         rows = _Rows(x, ws, S, status != 0, keep_pre=req.semantics == "sampled" and bool(req.outputs), dest=dest,
                      carries=carries or bool(req.outputs))
         self._load(live, k0, x, ws)
-        for w in self._run_groups(live, nstep, R, u, rows):
+        for w in self._run_groups(live, nstep, R, u, rows, REC if rows.wss is not None else REC_X):
             self.loop.load(req.t0 + k0 * req.dt, x[w], ws[w], self.ctrl0)
             rec, failed = self.loop.run(None if u is None else u[w], nstep, k0)
             rows.put(np.array([w]), rec[None], 0, R, None)
@@ -245,17 +248,18 @@ class ChunkRunner:
         f["qacc_warmstart"][sel] = ws[sel]
         f["ctrl"][sel] = self.ctrl0
 
-    def _buffer(self, n: int, ng: int) -> np.ndarray:
-        buf = self.buffers.get((n, ng))
+    def _buffer(self, n: int, ng: int, width: int) -> np.ndarray:
+        buf = self.buffers.get((n, ng, width))
         if buf is None:
             self.buffers.clear()  # one size at a time (the last chunk's, or fewer live worlds, is another)
-            buf = self.buffers[(n, ng)] = np.empty((n, ng, self.n + self.nv))
+            buf = self.buffers[(n, ng, width)] = np.empty((n, ng, width))
         return buf
 
-    def _run_groups(self, live, nstep, R, u, rows) -> np.ndarray:
+    def _run_groups(self, live, nstep, R, u, rows, spec: int) -> np.ndarray:
         """Step the ``live`` worlds ``nstep`` steps in groups of whole samples (records of one group within
         ``RECORD_BYTES``); returns the worlds to re-run step by step: warned about by mj_step, or non-finite."""
-        group = max(R, RECORD_BYTES // max(1, len(live) * (self.n + self.nv) * 8) // R * R)
+        width = mujoco.mj_stateSize(self.m, spec)
+        group = max(R, RECORD_BYTES // max(1, len(live) * width * 8) // R * R)
         warn = self.batch.warning  # (nsim, mjNWARNING, [lastinfo, number]), live
         bad = np.zeros(self.B, bool)
         ids, prev = live, None
@@ -271,17 +275,19 @@ class ChunkRunner:
             # so a count compared with the one before could come out equal.
             warn[sel] = 0
             ctl = None if u is None else u[sel, g0:g0 + ng]
-            rec = self.batch.rollout(ng, control=ctl, record=(REC,), ids=None if len(ids) == self.B else
-                                     ids.astype(np.int32), out={REC: self._buffer(len(ids), ng)})[REC]
+            rec = self.batch.rollout(ng, control=ctl, record=(spec,), ids=None if len(ids) == self.B else
+                                     ids.astype(np.int32), out={spec: self._buffer(len(ids), ng, width)})[spec]
+            ws_now = self.fields["qacc_warmstart"][sel] if spec == REC_X else None  # the state-only rows lack it
             # A non-finite value anywhere makes the world's sum non-finite (so can an overflowing sum of finite
             # values: that world is re-run too, which is exact, only slower).
             new_bad = warn[sel, :, 1].any(axis=1) | ~np.isfinite(rec.sum(axis=(1, 2)))
             bad[ids] = new_bad
             if new_bad.any():
                 good = ~new_bad
-                rows.put(ids[good], rec[good], g0, R, None if prev is None else prev[good])
+                rows.put(ids[good], rec[good], g0, R, None if prev is None else prev[good],
+                         None if ws_now is None else ws_now[good])
             else:
-                rows.put(ids, rec, g0, R, prev)
+                rows.put(ids, rec, g0, R, prev, ws_now)
             prev = rec[:, -1].copy()  # the buffer is reused by the next group
         return np.flatnonzero(bad)
 
@@ -326,13 +332,15 @@ class _Rows:
             if a is not None and frozen.any():
                 a[:, frozen] = v[frozen]
 
-    def put(self, ids, rec, g0: int, R: int, prev):
+    def put(self, ids, rec, g0: int, R: int, prev, ws_last=None):
         """``rec`` (len(ids), steps, n + nv): rows after steps g0, g0 + 1, ... of the worlds ``ids``;
-        ``prev``: their rows after step g0 - 1 (None: g0 is the chunk's first step, the entry state)."""
+        ``prev``: their rows after step g0 - 1 (None: g0 is the chunk's first step, the entry state);
+        ``ws_last``: their warm start after the last step when ``rec`` holds the state only (n wide)."""
         if not len(ids):
             return
         n, ng, sel = self.n, rec.shape[1], _sel(ids, self.B)
-        self.x[sel], self.ws[sel] = rec[:, -1, :n], rec[:, -1, n:]
+        self.x[sel] = rec[:, -1, :n]
+        self.ws[sel] = rec[:, -1, n:] if ws_last is None else ws_last
         j0, j1 = -(-(g0 + 1) // R) - 1, (g0 + ng) // R  # the samples whose last step is in this group
         if j1 <= j0:
             return
