@@ -102,3 +102,44 @@ class UnderflowDouble:
     def advance(self, scene, t, x, t_end, ctrl=None):
         xn = x + (t_end - t) * scene.dynamics(t, x, ctrl)
         return xn, jnp.where(xn[0] > self.limit, 2, 0)
+
+
+# -- a CLI run killed mid-way (tests of resume) -------------------------------------------------------------------
+
+def mjharness_cmd() -> list[str]:
+    """The installed ``mjharness`` command (or the module, where the script is not on PATH)."""
+    import sys
+
+    exe = shutil.which("mjharness")
+    return [exe] if exe else [sys.executable, "-m", "mjharness.rollout.cli"]
+
+
+def flushed_samples(path) -> int:
+    """The samples a live SWMR reader sees in ``path`` so far; -1 while it is not created or not readable yet."""
+    from mjharness.rollout import open_rollout
+
+    try:
+        with open_rollout(path) as f:
+            return f.samples
+    except (OSError, KeyError, ValueError):
+        return -1
+
+
+def run_and_kill(argv: list, cwd, path, samples: int, limit_s: float = 600):
+    """Start ``mjharness argv`` writing ``path`` and SIGKILL it once ``samples`` are flushed (no timing guess: it
+    waits for the file, up to ``limit_s``). Returns the finished process (returncode -SIGKILL when it was killed)."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    proc = subprocess.Popen(mjharness_cmd() + argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + limit_s
+        while flushed_samples(path) < samples and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait(timeout=60)
+    return proc

@@ -16,14 +16,13 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 import traceback
 
 import jax
 import mujoco
 import numpy as np
 import pytest
-from rollout_common import INTEG, A, cached_scene
+from rollout_common import INTEG, A, cached_scene, run_and_kill
 
 from mjharness.rollout import open_rollout, rollout
 from mjharness.rollout.cli import build_parser, errors, main, xla_log
@@ -170,14 +169,6 @@ def test_the_fd2_filter_drops_benign_lines_and_passes_real_xla_output():
 
 # -- kill, resume, show, inspect -------------------------------------------------------------------------------
 
-def _samples(path):
-    try:
-        with open_rollout(path) as f:  # a live SWMR reader: the flushed samples so far
-            return f.samples
-    except (OSError, KeyError, ValueError):  # not created yet, or not readable yet: look again
-        return -1
-
-
 def _config_a(steps):
     return ["run", "double_pendulum", "--integrator", INTEG.name, "--dt", str(A["dt"]), "--batch", str(A["batch"]),
             "--chunk", str(A["chunk"]), "--record-every", str(A["record_every"]), "--seed", str(A["seed"]),
@@ -189,16 +180,7 @@ def test_sigkill_leaves_a_readable_partial_file_and_resume_completes_it(tmp_path
     enough for the kill to land mid-run): killed, read, resumed (on the file's backend)."""
     steps = 6000
     path = tmp_path / "killed.h5"
-    proc = subprocess.Popen(_cmd() + _config_a(steps) + ["--backend", "mjx", "--out", str(path)], cwd=tmp_path,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 600
-        while _samples(path) < 6 and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.01)
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGKILL)
-    finally:
-        proc.wait(timeout=60)
+    proc = run_and_kill(_config_a(steps) + ["--backend", "mjx", "--out", str(path)], tmp_path, path, 6)
     assert proc.returncode == -signal.SIGKILL, proc.stderr.read()[-2000:]
     # the uninterrupted run, in this process (the compiled function of configuration A)
     full = rollout(cached_scene("double_pendulum"), INTEG, progress=False, backend="mjx", **dict(A, steps=steps)).x

@@ -5,12 +5,8 @@ from __future__ import annotations
 
 import copy
 import importlib.util
-import os
-import shutil
 import signal
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import jax
@@ -19,6 +15,7 @@ import mujoco
 import numpy as np
 import pytest
 from conftest import cached_scene
+from rollout_common import mjharness_cmd, run_and_kill
 
 from mjharness.integrators import STATUS_TERMINATED
 from mjharness.rollout import Controller, RolloutError, Termination, open_rollout, rollout
@@ -323,17 +320,7 @@ def test_mjx_gives_the_same_episodes_within_raw_mjx_steps_deviation(box_reset):
 
 # -- the CLI, a kill mid-episode, the bundled examples ------------------------------------------------------------
 
-def _cmd():
-    exe = shutil.which("mjharness")
-    return [exe] if exe else [sys.executable, "-m", "mjharness.rollout.cli"]
-
-
-def _samples(path) -> int:
-    try:
-        with open_rollout(path) as f:
-            return f.samples
-    except Exception:  # noqa: BLE001 - not created yet / being created
-        return 0
+_cmd = mjharness_cmd
 
 
 RULES = """import numpy as np
@@ -353,16 +340,7 @@ def test_cli_kill_mid_episode_and_resume_is_bit_identical(tmp_path):
             "--chunk", "250", "--record-every", "5", "--perturb", "1.5", "--terminate", f"{rules}:stopped",
             "--on-terminate", "reset", "--reset-to", "draw", "--backend", "mujoco", "--no-progress"]
     killed, full = tmp_path / "killed.h5", tmp_path / "full.h5"
-    proc = subprocess.Popen(_cmd() + args + ["--out", str(killed)], cwd=tmp_path, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 600
-        while _samples(killed) < 50 and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.01)
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGKILL)
-    finally:
-        proc.wait(timeout=60)
+    proc = run_and_kill(args + ["--out", str(killed)], tmp_path, killed, 50)
     r = subprocess.run(_cmd() + args + ["--out", str(full)], cwd=tmp_path, capture_output=True, text=True,
                        timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
