@@ -35,8 +35,12 @@ COUNT_COLUMNS = ("ncon", "nefc", "overflow")
 # Overflow bits (``<name>_ncon[..., 2]``): why a world's row is flagged.
 OVERFLOW = {1: "more contacts than the output's K slots",
             2: "MuJoCo C's contact buffer was full (mjWARN_CONTACTFULL): contacts were dropped",
-            4: "MuJoCo C's constraint buffer was full (mjWARN_CNSTRFULL): constraints were dropped"}
-OVER_SLOTS, OVER_CONTACTFULL, OVER_CNSTRFULL = 1, 2, 4
+            4: "MuJoCo C's constraint buffer was full (mjWARN_CNSTRFULL): constraints were dropped",
+            8: "MuJoCo Warp's contact arena (naconmax, shared by all worlds) was full: contacts may have been dropped"}
+OVER_SLOTS, OVER_CONTACTFULL, OVER_CNSTRFULL, OVER_ARENA = 1, 2, 4, 8
+# The vmap axis of the engine's per-world output evaluation: MuJoCo Warp's contact arena is shared by the worlds of
+# one call, each contact tagged with its world's index in that call (``contact.worldid``).
+WORLD_AXIS = "worlds"
 DEFAULT_MAX_SLOTS = 256
 # Contacts per geom pair beyond MJX's own table, as MuJoCo C's collision functions return them.
 _C_PAIR_CONTACTS = {(_G.mjGEOM_BOX, _G.mjGEOM_BOX): 8, (_G.mjGEOM_CAPSULE, _G.mjGEOM_CAPSULE): 2,
@@ -154,6 +158,52 @@ def mjx_slots(mx, d, K: int):
     take = jnp.where(valid[ids][:, None], rows[ids], empty[:len(ids)])
     slots = empty.at[:len(ids)].set(take)
     return slots, jnp.sum(valid).astype(f), nefc.astype(f)
+
+
+def warp_slots(mx, d, K: int, world):
+    """(slots (K, len(COLUMNS)), ncon, nefc, arena full) of world ``world`` (its index in the vmapped call) from
+    MuJoCo Warp data after ``mjx.forward`` (``impl="warp"``).
+
+    MJWarp keeps one contact arena for every world of the call (``contact__worldid`` says whose) and each world's
+    constraint rows apart; a contact's force is decoded from its rows as ``mj_contactForce`` does: pyramidal
+    cones by ``mju_decodePyramid`` (normal = the sum of the 2 (dim - 1) edge forces, tangent i = their difference
+    times friction i), elliptic cones row by row."""
+    import jax.numpy as jnp
+
+    impl = d._impl
+    n, f = impl.contact__dist.shape[0], impl.contact__pos.dtype
+    nefc = jnp.reshape(impl.nefc, ()).astype(f)
+    nacon = jnp.reshape(impl.nacon, (-1,))[0]
+    full = nacon >= impl.contact__dist.shape[0]
+    empty = jnp.zeros((K, len(COLUMNS)), f).at[:, jnp.array([COL["geom1"], COL["geom2"], COL["id"]])].set(-1.0)
+    if n == 0:
+        return empty, jnp.asarray(0.0, f), nefc, full
+    idx = jnp.arange(n)
+    mine = (idx < nacon) & (impl.contact__worldid == world)
+    geom = impl.contact__geom
+    dim, adr, mu = impl.contact__dim, impl.contact__efc_address, impl.contact__friction
+    efc = impl.efc__force
+    rows_f = jnp.where(adr >= 0, efc[jnp.clip(adr, 0, max(efc.shape[0] - 1, 0))], 0.0) if efc.shape[0] else \
+        jnp.zeros(adr.shape, f)
+    width = adr.shape[1]
+    force = jnp.zeros((n, 6), f)
+    if int(mx.opt.cone) == int(mujoco.mjtCone.mjCONE_PYRAMIDAL):
+        edges = jnp.arange(width)[None, :] < 2 * (dim[:, None] - 1)
+        normal = jnp.where(dim == 1, rows_f[:, 0], jnp.sum(jnp.where(edges, rows_f, 0.0), axis=1))
+        force = force.at[:, 0].set(normal)
+        for i in range(min(width // 2, 5)):
+            tang = (rows_f[:, 2 * i] - rows_f[:, 2 * i + 1]) * mu[:, i]
+            force = force.at[:, i + 1].set(jnp.where(i + 1 < dim, tang, 0.0))
+    else:  # elliptic: one row per force component
+        for i in range(min(width, 6)):
+            force = force.at[:, i].set(jnp.where(i < dim, rows_f[:, i], 0.0))
+    order = jnp.cumsum(mine) - 1  # the contact's index among its world's, in MJWarp's order
+    rows = jnp.concatenate([geom[:, :1].astype(f), geom[:, 1:2].astype(f), impl.contact__pos,
+                            impl.contact__frame.reshape(n, 9), impl.contact__dist[:, None], force,
+                            jnp.ones((n, 1), f), order[:, None].astype(f)], axis=1)
+    ids = slot_order(geom[:, 0], geom[:, 1], mine, xp=jnp)[:K]
+    take = jnp.where(mine[ids][:, None], rows[ids], empty[:len(ids)])
+    return empty.at[:len(ids)].set(take), jnp.sum(mine).astype(f), nefc, full
 
 
 # -- reading them back ------------------------------------------------------------------------------------

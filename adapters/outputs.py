@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import jax
 import jax.numpy as jnp
 import mujoco
 import numpy as np
@@ -424,16 +425,39 @@ def _host_contact_counts(m, d, s):
     return read
 
 
-def _mjx_contacts(scene, t, x, d, s):
-    from .contacts import mjx_slots
+def _warp_world(d):
+    """This world's index in MuJoCo Warp's shared contact arena (None for MJX's own data)."""
+    from .contacts import WORLD_AXIS
 
+    if not hasattr(d._impl, "contact__worldid"):
+        return None
+    try:
+        return jax.lax.axis_index(WORLD_AXIS)
+    except NameError:
+        raise ValueError("output 'contacts' on MuJoCo Warp reads its shared contact arena by world: evaluate it "
+                         f"under the engine's per-world vmap (axis {WORLD_AXIS!r}), as rollout(outputs=...) does") \
+            from None
+
+
+def _mjx_contacts(scene, t, x, d, s):
+    from .contacts import mjx_slots, warp_slots
+
+    world = _warp_world(d)
+    if world is not None:
+        return warp_slots(scene.mjx_model, d, s.shape[0], world)[0]
     return mjx_slots(scene.mjx_model, d, s.shape[0])[0]
 
 
 def _mjx_contact_counts(scene, t, x, d, s):
     # MJX (JAX) holds every candidate contact in a fixed array: its only overflow is more contacts than K.
-    from .contacts import mjx_slots
+    # MuJoCo Warp's arena is shared by the worlds of a call and may fill (its own bit).
+    from .contacts import OVER_ARENA, OVER_SLOTS, mjx_slots, warp_slots
 
+    world = _warp_world(d)
+    if world is not None:
+        _, ncon, nefc, full = warp_slots(scene.mjx_model, d, 1, world)
+        bits = jnp.where(ncon > dict(s.extra)["capacity"], OVER_SLOTS, 0) + jnp.where(full, OVER_ARENA, 0)
+        return jnp.stack([ncon, nefc, bits.astype(ncon.dtype)])
     _, ncon, nefc = mjx_slots(scene.mjx_model, d, 1)
     return jnp.stack([ncon, nefc, (ncon > dict(s.extra)["capacity"]).astype(ncon.dtype)])
 

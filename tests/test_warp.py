@@ -129,3 +129,35 @@ def test_termination_and_reset_on_warp_give_cs_episodes(box):
         assert [(e["start_step"], e["end_step"], e["end"]) for e in rw.episodes(w)] == \
             [(e["start_step"], e["end_step"], e["end"]) for e in rc.episodes(w)]
     assert np.abs(rw.x - rc.x).max() < 1e-4
+
+
+def test_contacts_output_on_warp_matches_mujoco_c(box):
+    """The contacts output on warp (issue 34): MJWarp's shared arena read by world (contact.worldid), forces decoded
+    from each contact's constraint rows as mj_contactForce does: the same slots, geoms and counts as MuJoCo C, pos
+    and forces to float32 round-off (measured 3.7e-8 m, 1.4e-6 of the largest force)."""
+    from mjharness.adapters.contacts import COL, FORCE, FRAME, POS
+    from mjharness.rollout import rollout
+
+    kw = dict(steps=30, batch=3, outputs=("contacts",), perturb=0.3, seed=1, progress=False)
+    rw = rollout(box, "semi_implicit_euler", **kw)
+    rc = rollout("box_on_plane", "semi_implicit_euler", backend="mujoco", **kw)
+    cw, cc = rw.outputs["contacts"], rc.outputs["contacts"]
+    assert np.array_equal(cw[..., COL["valid"]], cc[..., COL["valid"]]) and cc[..., COL["valid"]].sum() >= 3 * 30
+    assert np.array_equal(cw[..., :2], cc[..., :2])
+    assert np.abs(cw[..., POS] - cc[..., POS]).max() < 1e-6 and np.abs(cw[..., FRAME] - cc[..., FRAME]).max() < 1e-6
+    assert np.abs(cw[..., FORCE] - cc[..., FORCE]).max() <= 1e-5 * np.abs(cc[..., FORCE]).max()
+    assert np.array_equal(rw.outputs["contacts_ncon"][..., 0], rc.outputs["contacts_ncon"][..., 0])
+    assert not rw.outputs["contacts_ncon"][..., 2].any()  # no overflow: the arena holds every world's contacts
+
+
+def test_a_full_warp_arena_is_flagged_not_silent():
+    """naconmax below the worlds' contacts: MJWarp drops contacts; every row that saw a full arena is flagged
+    (overflow bit 8, OVER_ARENA) and the run's stats name the worlds."""
+    from mjharness.adapters.contacts import OVER_ARENA
+    from mjharness.rollout import rollout
+
+    small = MjScene("box_on_plane", backend="warp", naconmax=4)
+    r = rollout(small, "semi_implicit_euler", steps=5, batch=3, outputs=("contacts",), progress=False)
+    bits = r.outputs["contacts_ncon"][..., 2].astype(int)
+    assert np.all(bits & OVER_ARENA)
+    assert sorted(r.stats["flagged"]["contacts_ncon"]) == [0, 1, 2]

@@ -23,6 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from mjharness.adapters.contacts import WORLD_AXIS
 from mjharness.integrators import STATUS_NONFINITE
 from mjharness.integrators.contracts import engine_step
 from mjharness.integrators.prng import step_key
@@ -109,7 +110,9 @@ def _outputs_batched(scene, st: ChunkStatic):
         sc = world_scene(scene, names, params)
         return evaluate_outputs(sc, st.outputs, t, x, u, carry)
 
-    return jax.vmap(world, in_axes=(0, 0, None, 0 if st.ctrl_mode in ("array", "controller") else None, 0))
+    # Named: MuJoCo Warp's shared contact arena is read by world index (adapters.contacts.WORLD_AXIS).
+    return jax.vmap(world, in_axes=(0, 0, None, 0 if st.ctrl_mode in ("array", "controller") else None, 0),
+                    axis_name=WORLD_AXIS)
 
 
 def _advance_world(scene, st: ChunkStatic):
