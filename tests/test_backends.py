@@ -121,9 +121,9 @@ def test_mujoco_backend_user_errors():
         scene.add_state("motor", "i", StateSpec((1,)), lambda t, v, d: -v)
     with pytest.raises(BackendError, match="add_body_noise.*backend='mujoco'"):
         scene.add_body_noise(scene.model.body(1).name, 1.0)
-    # per-world model fields run on MuJoCo C (issue 31), but not yet with recorded outputs
-    with pytest.raises(BackendError, match="per-world model fields.*backend='mjx'"):
-        rollout(scene, "semi_implicit_euler", dt=0.002, steps=2, batch=2, progress=False, outputs=("xpos",),
+    # per-world model fields run on MuJoCo C with recorded outputs too (issue 31: each world's own model)
+    r = rollout(scene, "semi_implicit_euler", dt=0.002, steps=2, batch=2, progress=False, outputs=("xpos",),
                 model_params={"body_mass": np.ones((2, scene.model.nbody))})
+    assert r.stats["backend"] == "mujoco" and r.outputs["xpos"].shape[:2] == (2, 2)
     with pytest.raises(BackendError, match="naconmax= is a positive int for backend='warp' only"):
         MjScene("box_on_plane", backend="mujoco", naconmax=10)
