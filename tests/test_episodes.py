@@ -455,3 +455,13 @@ def test_show_summarizes_the_episodes(box_reset, capsys):
     rows = _file_rows(out)
     done = sum(1 for row in rows if row[4] == "terminated")
     assert f"episodes: {len(rows)} ({done} terminated" in text and "/episodes" in text
+
+
+def test_generic_readers_see_named_episode_axes(box_reset):
+    """xarray (h5netcdf) on the file's root: /episode on (time, world), /episodes on its own named row axis."""
+    import xarray as xr
+
+    _, out, _ = box_reset
+    with xr.open_dataset(out, engine="h5netcdf", phony_dims="access") as ds:
+        assert ds["episode"].dims == ("time", "world") and ds["episodes"].dims == ("episode_row",)
+        assert ds.sizes["episode_row"] == len(_file_rows(out))

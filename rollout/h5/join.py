@@ -114,7 +114,7 @@ def join_shards(out: str, paths) -> dict:
             g.attrs["shards"] = [os.path.basename(i["path"]) for i in infos]
             g.create_dataset("progress", data=np.array([samples, int(complete)], dtype=np.int64))
             for name, ds in _datasets(f0):
-                if name in ("progress", "episodes") or _is_world_scale(ds):
+                if name in ("progress", "episodes", "episode_row") or _is_world_scale(ds):
                     continue  # the joined file's own: above, the world axes in _mirror_axes, /episodes below
                 axis = _axis(name, ds, T, infos[0]["B"])
                 if axis is None and name not in ("qpos", "qvel"):

@@ -441,8 +441,9 @@ def extend_rollout_file(path: str, samples: int, attrs: dict, start: int | None 
             for k, v in attrs.items():
                 set_attr(f, k, v)
             f.attrs["complete"] = False
-            if "episodes" in f:  # the table of a finished run: rewritten when the resumed one finishes
-                del f["episodes"]
+            for name in ("episodes", "episode_row"):  # the table of a finished run: rewritten when the resumed one ends
+                if name in f:
+                    del f[name]
             if "progress" in f:
                 held = int(f["progress"][0]) if start is None else int(start)
                 f["progress"][:] = [held, 0]
@@ -660,10 +661,14 @@ def write_episode_table(path: str, rows: list[dict]) -> None:
                      dtype=EPISODE_ROW)
     try:
         with h5py.File(path, "r+", libver="latest", locking=False) as f:
-            if "episodes" in f:
-                del f["episodes"]
-            f.create_dataset("episodes", data=table)
-            f["episodes"].attrs["end"] = "terminated | failed | truncated (the run ended) | running"
+            for name in ("episodes", "episode_row"):
+                if name in f:
+                    del f[name]
+            ds = f.create_dataset("episodes", data=table)
+            ds.attrs["end"] = "terminated | failed | truncated (the run ended) | running"
+            rows = f.create_dataset("episode_row", data=np.arange(len(table), dtype=np.int64))
+            rows.make_scale("episode_row")  # a named axis for generic readers (xarray), not a phony one
+            ds.dims[0].attach_scale(rows)
     except OSError as e:
         raise RolloutWriteError(f"{path}: writing /episodes failed: {_os_text(e)}; the samples are complete, "
                                 f"open_rollout(path).episodes(world) derives them", path=path, dataset="episodes",
