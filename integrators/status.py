@@ -32,5 +32,10 @@ def status_name(code) -> str:
     except ValueError:
         return f"status {int(code)}"
 
+def failed(status):
+    """Where a world failed: a non-zero status other than ``TERMINATED`` (a termination rule's, not a failure)."""
+    return (status != Status.OK) & (status != Status.TERMINATED)
+
+
 # Plain-int aliases (the traced code compares arrays against them).
 STATUS_OK, STATUS_NONFINITE, STATUS_UNDERFLOW, STATUS_MAX_STEPS, STATUS_TERMINATED = (int(s) for s in Status)

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import sys
 
-from mjharness.integrators import STATUS_TERMINATED
+import numpy as np
+
+from mjharness.integrators.status import failed
 from mjharness.rollout.bench.report import format_bytes
 
 from . import launch
@@ -131,12 +133,12 @@ def _summary(r) -> None:
     from mjharness.integrators.status import status_name
 
     st, B = r.stats, len(r.status)
-    failed = ""
+    which = ""
     if st["worlds_failed"]:
-        bad = [i for i, code in enumerate(r.status) if code and code != STATUS_TERMINATED]
-        failed = " (" + "; ".join(f"world {i}: {status_name(r.status[i])} at step {int(r.status_step[i])}"
-                                  for i in bad[:5]) + (", ..." if len(bad) > 5 else "") + ")"
-    print(f"  worlds: {st['worlds_ok']}/{B} ok, {st['worlds_failed']} failed{failed}")
+        bad = [int(i) for i in np.flatnonzero(failed(np.asarray(r.status)))]
+        which = " (" + "; ".join(f"world {i}: {status_name(r.status[i])} at step {int(r.status_step[i])}"
+                                 for i in bad[:5]) + (", ..." if len(bad) > 5 else "") + ")"
+    print(f"  worlds: {st['worlds_ok']}/{B} ok, {st['worlds_failed']} failed{which}")
     for line in episode_lines(r.path):
         print(line)
     for line in flagged_lines(st.get("flagged", {})):

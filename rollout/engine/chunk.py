@@ -115,13 +115,19 @@ def _outputs_batched(scene, st: ChunkStatic):
                     axis_name=WORLD_AXIS)
 
 
+def _integrator_carry(st: ChunkStatic) -> tuple:
+    """The carry entries of the scene and the integrator (not a closed loop's, ``episodes.EpisodePlan.carry_spec``):
+    what the integrator steps with and what a reset makes cold."""
+    loop = {name for name, _ in st.episodes.carry_spec()} if st.episodes is not None else set()
+    return tuple(name for name, _ in st.carry if name not in loop)
+
+
 def _advance_world(scene, st: ChunkStatic):
     """One step of one world: (state of the world, k, constants, ...) -> state of the world."""
     integ, kind, mode, ctrl_fn, ep = st.integ, st.kind, st.ctrl_mode, st.ctrl_fn, st.episodes
     step = engine_step(integ)  # one shape, whatever the integrator: (x, carry) / (x, status, carry)
     names = [p for p, _ in st.params]
-    loop_names = {name for name, _ in ep.carry_spec()} if ep is not None else set()
-    integ_names = tuple(name for name, _ in st.carry if name not in loop_names)  # the scene's and integrator's
+    integ_names = _integrator_carry(st)
     threaded = bool(integ_names)
 
     def world(x, carry, status, status_step, k, c: StepConstants, wid, u, params, reset):
@@ -225,8 +231,7 @@ def shardings(st: ChunkStatic):
     carry0 = {name: b0 for name, _ in st.carry}
     state = WorldState(x=b0, carry=carry0, status=b0, status_step=b0)
     resets = st.episodes is not None and st.episodes.resets
-    cold = {name: b0 for name, _ in st.carry if name not in {n for n, _ in st.episodes.carry_spec()}} if resets \
-        else {}
+    cold = {name: b0 for name in _integrator_carry(st)} if resets else {}
     inp = ChunkInput(k0=rep, consts=StepConstants(rep, rep, rep, rep), wids=b0,
                      ctrl=b1 if st.ctrl_mode == "array" else rep, params=tuple(b0 for _ in st.params),
                      reset=(b0, cold) if resets else ())

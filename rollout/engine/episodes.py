@@ -139,19 +139,23 @@ def _positional(fn) -> int:
     return sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in ps)
 
 
-_HOST_ERRORS = (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError,
-                jax.errors.TracerBoolConversionError, jax.errors.TracerIntegerConversionError)
-
-
 def _traceable(fn, *args) -> bool:
     """Whether ``fn`` traces with abstract ``args`` (JAX code); False for NumPy code (it needs concrete values)."""
     try:
         jax.eval_shape(fn, *args)
         return True
-    except _HOST_ERRORS:
+    except Exception:  # noqa: BLE001 - NumPy code needs concrete values; a real error is named by the concrete call
         return False
-    except Exception:  # noqa: BLE001 - the concrete call that follows names the user's error
-        return False
+
+
+def _init_fn(ctrl: Controller, init_world: bool):
+    """``init`` as ``f(x0, world)`` whichever of ``init(x0)`` / ``init(x0, world)`` the user wrote."""
+    return (lambda x, w: ctrl.init(x, w)) if init_world else (lambda x, w: ctrl.init(x))
+
+
+def _rule_reads_sensors(term: Termination) -> bool:
+    """A rule gets sensordata when it says so or takes a third parameter: ``fn(t, x, sensordata)``."""
+    return term.sensors or _positional(term.fn) == 3
 
 
 def _leaf_name(path) -> str:
@@ -169,7 +173,7 @@ def check_controller(ctrl: Controller, x0: np.ndarray, world_offset: int, nu: in
     B, n = x0.shape
     init_world = _positional(ctrl.init) >= 2
     worlds = world_offset + np.arange(B)
-    init = (lambda x, w: ctrl.init(x, w)) if init_world else (lambda x, w: ctrl.init(x))
+    init = _init_fn(ctrl, init_world)
     try:
         c_first = init(np.array(x0[0]), int(worlds[0]))
     except Exception as e:  # noqa: BLE001 - a user's function: name it with what it was given
@@ -241,7 +245,7 @@ def check_termination(term: Termination, x0: np.ndarray, sensor_dim: int) -> tup
     if not callable(term.fn):
         raise RolloutError("Termination(fn): fn must be a callable")
     _every("Termination.every", term.every)
-    sensors = term.sensors or _positional(term.fn) == 3
+    sensors = _rule_reads_sensors(term)
     sd = (np.zeros(sensor_dim),) if sensors else ()
     try:
         out = term.fn(0.0, np.array(x0[0]), *sd)
@@ -259,7 +263,7 @@ def wants_sensors(ctrl, terminate) -> bool:
     """Whether a closed loop reads sensordata (then the scene is loaded keeping its sensors)."""
     term = as_termination(terminate)
     return bool(isinstance(ctrl, Controller) and ctrl.sensors) or bool(
-        term is not None and (term.sensors or _positional(term.fn) == 3))
+        term is not None and _rule_reads_sensors(term))
 
 
 def same_function_config(file_attr: str, now: str) -> bool:
@@ -304,8 +308,7 @@ def _shapes(ep: EpisodePlan):
 
 
 def _call_init(ep: EpisodePlan, x, wid):
-    ctrl = ep.controller
-    init = (lambda x, w: ctrl.init(x, w)) if ep.init_world else (lambda x, w: ctrl.init(x))
+    init = _init_fn(ep.controller, ep.init_world)
     if ep.mode == "jax":
         return init(x, wid)
     return _host(lambda x, w: jax.tree.map(np.asarray, init(np.asarray(x), int(w))), _shapes(ep), x, wid)

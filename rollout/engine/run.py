@@ -19,6 +19,7 @@ import numpy as np
 from mjharness.adapters.backends import ChunkRequest
 from mjharness.adapters.outputs import flagged_rows, output_attrs, sensor_table
 from mjharness.integrators import STATUS_TERMINATED as TERMINATED
+from mjharness.integrators.status import failed
 
 from .. import h5
 from . import episodes as _ep
@@ -325,7 +326,7 @@ def execute(plan: Plan, *, progress, compression, watchdog_s, keep, resume) -> R
                  trace_cache=trace_source, steps=steps_run,
                  steps_per_s=steps_run / run_s if run_s > 0 else float("inf"),
                  world_steps_per_s=steps_run * B / run_s if run_s > 0 else float("inf"),
-                 worlds_ok=int((status == 0).sum()), worlds_failed=int(((status != 0) & (status != TERMINATED)).sum()),
+                 worlds_ok=int((status == 0).sum()), worlds_failed=int(failed(status).sum()),
                  worlds_terminated=int((status == TERMINATED).sum()),
                  file_bytes=os.path.getsize(plan.out) if plan.out else 0, devices=ndev, chunk=plan.chunk,
                  backend=plan.attrs.get("backend", ""), backend_reason=plan.attrs.get("backend_reason", ""),
@@ -351,8 +352,7 @@ def _loop_info(plan: Plan) -> dict | None:
 
 def _bar_text(status, carries: dict, plan: Plan, B: int) -> str:
     """The progress bar's tail: failed worlds, and terminated worlds / episodes begun with a termination rule."""
-    failed = int(((status != 0) & (status != TERMINATED)).sum())
-    text = f"{failed} failed"
+    text = f"{int(failed(status).sum())} failed"
     if plan.episodes is not None and plan.episodes.terminate is not None:
         if plan.episodes.resets:
             text += f", {int(np.asarray(carries[_ep.EPISODE])[-1, :B].sum())} resets"
