@@ -232,6 +232,12 @@ class MjScene:
     def layout(self) -> StateLayout:
         return self.registry.finalize()
 
+    @property
+    def unroll_stages(self) -> bool:
+        """Whether integrators should trace their stages one by one (``rk.rk_stages``): true where a stage is a host
+        call (MuJoCo C), cheap to trace s times; MJX traces its model once per stage in a loop instead."""
+        return self.backend_impl.unroll_stages
+
     # -- MuJoCo views ---------------------------------------------------------------------------
     @property
     def nq(self) -> int:

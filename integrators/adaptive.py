@@ -175,8 +175,7 @@ class EmbeddedRK:
         n = layout.size
         rt, at = np.zeros(n), np.zeros(n)
         comp = np.zeros(n, bool)
-        seg = np.zeros(n, np.int32)
-        seg_rt, seg_at = [], []
+        seg, seg_rt, seg_at = [], [], []  # the states under error_control="norm": value slice, rtol, atol
         for r in layout:
             if not r.size:
                 continue
@@ -185,7 +184,7 @@ class EmbeddedRK:
             if r.spec.error_control == "component":
                 comp[sl] = True
             else:
-                seg[sl] = len(seg_rt)
+                seg.append(sl)
                 seg_rt.append(tol[r.name][0])
                 seg_at.append(tol[r.name][1])
         return rt, at, comp, seg, np.array(seg_rt), np.array(seg_at)
@@ -198,10 +197,10 @@ class EmbeddedRK:
             idx = np.flatnonzero(comp)
             ratios.append(jnp.max(_safe_div(jnp.abs(err[idx]), at[idx] + rt[idx] * jnp.abs(x_high[idx]))))
         if len(seg_rt):
-            idx = np.flatnonzero(~comp)
-            ns = len(seg_rt)
-            e2 = jax.ops.segment_sum(err[idx] ** 2, seg[idx], num_segments=ns, indices_are_sorted=True)
-            x2 = jax.ops.segment_sum(x_high[idx] ** 2, seg[idx], num_segments=ns, indices_are_sorted=True)
+            # One reduction per state (static slices): segment_sum's scatter-add would run as a loop over the
+            # elements, per world under vmap (0.07 ms of a 1024-world humanoid stage on 2 cores).
+            e2 = jnp.stack([jnp.sum(err[sl] ** 2) for sl in seg])
+            x2 = jnp.stack([jnp.sum(x_high[sl] ** 2) for sl in seg])
             ratios.append(jnp.max(_safe_div(jnp.sqrt(e2), seg_at + seg_rt * jnp.sqrt(x2))))
         if not ratios:
             return jnp.zeros((), err.dtype)

@@ -79,7 +79,9 @@ def cg_step_carry(scene, tab: tb.Tableau, t, x, h, ctrl=None, carry=None):
         k, out = evaluate(scene.dynamics, t + c[i] * h, xi, ctrl=ctrl, carry=sc)
         if out is not None:
             kept = jax.tree.map(lambda new, old: jnp.where(i == s - 1, new, old), out, kept)
-        return K.at[i].set(k), kept
+        # A plain update in place: .at[i].set would lower to a bounds-checked scatter that XLA rewrites
+        # as a select over the whole K, copying all s rows every stage.
+        return jax.lax.dynamic_update_index_in_dim(K, k, i, 0), kept
 
     K, kept = jax.lax.fori_loop(0, s, stage, (jnp.zeros((s, layout.deriv_size), x.dtype), sc))
     x_next = finish_step(scene, build(b, K))

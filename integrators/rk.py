@@ -60,6 +60,9 @@ def rk_stages(scene, tab, t, x, h, ctrl=None, transform: Transform | None = None
     if s == 1:
         k0, out = evaluate(scene.dynamics, t, x, ctrl=ctrl, carry=carry)
         return k0[None], out
+    if getattr(scene, "unroll_stages", False):
+        return _unrolled_stages(scene, (a, c), t, x, h, ctrl, transform, carry)
+
     def stage(i, state):
         K, kept = state
         inc = h * (a[i] @ K)
@@ -69,11 +72,29 @@ def rk_stages(scene, tab, t, x, h, ctrl=None, transform: Transform | None = None
             k = transform(layout, inc, k)
         if out is not None:
             kept = jax.tree.map(lambda new, old: jnp.where(i == s - 1, new, old), out, kept)
-        return K.at[i].set(k), kept
+        # A plain update in place: .at[i].set would lower to a bounds-checked scatter that XLA rewrites
+        # as a select over the whole K, copying all s rows every stage.
+        return jax.lax.dynamic_update_index_in_dim(K, k, i, 0), kept
 
     K = jnp.zeros((s, layout.deriv_size), x.dtype)
     # One traced dynamics call whatever the stage count: compile time does not grow with s.
     return jax.lax.fori_loop(0, s, stage, (K, carry))
+
+
+def _unrolled_stages(scene, ac, t, x, h, ctrl, transform, carry):
+    """``rk_stages`` with the stages traced one by one, for scenes whose ``dynamics`` is cheap to trace (a host
+    call: ``scene.unroll_stages``). Stage i combines only the i derivatives it has, and no stacked K is updated in
+    place per stage: on MuJoCo C that loop's XLA work was a tenth of a humanoid stage (scripts/profile_c_stages.py).
+    The same values as the loop: the same combinations, stage 0 at x itself, the last stage's carry proposal."""
+    layout = scene.layout
+    a, c = ac
+    ks, kept = [], carry
+    for i in range(a.shape[0]):
+        inc = h * (a[i, :i] @ jnp.stack(ks)) if i else jnp.zeros(layout.deriv_size, x.dtype)
+        xi = policies.apply_increment(layout, x, inc) if i else x
+        k, kept = evaluate(scene.dynamics, t + c[i] * h, xi, ctrl=ctrl, carry=carry)
+        ks.append(k if transform is None else transform(layout, inc, k))
+    return jnp.stack(ks), kept
 
 
 def _arrays(tab, dtype):

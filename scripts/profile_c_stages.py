@@ -1,7 +1,8 @@
 """Where a stage's time goes on backend="mujoco" when it runs stage by stage (issue 30, item 2).
 
 Integrators that are not MuJoCo's own scheme (adaptive, stochastic, our RK variants) evaluate each stage
-through one batched ``jax.pure_callback`` into ``HostPool.evaluate``. Per stage of the whole batch:
+through one batched host call (``host._host_call``: a ``buffer_callback`` on XLA's own buffers) into
+``BatchForward`` or ``HostPool.evaluate``. Per stage of the whole batch:
 
     total      the engine's run_s / stage evaluations (the compiled chunk: XLA arithmetic + callback + host)
     host       time inside the host call (``HostPool.evaluate``, the per-world loop, or ``BatchForward``, the

@@ -18,7 +18,7 @@ from backend_common import C_INTEGRATOR, OURS, worlds
 from mjharness.adapters import MjScene
 from mjharness.adapters.backends import ChunkRequest, host_chunk
 from mjharness.integrators import RK4, RK38, STATUS_NONFINITE, SemiImplicitEuler
-from mjharness.rollout import open_rollout, rollout
+from mjharness.rollout import initial_states, open_rollout, rollout
 from mjharness.scenes import load_scene
 
 TOL = 1e-12
@@ -247,6 +247,34 @@ def test_batched_forward_takes_bad_states_as_given():
     ref = pool.evaluate("forward", *args)
     np.testing.assert_array_equal(BatchForward(pool)(*args), ref)
     assert ref[1, 0] == 1e11 and ref[1, 1] != 0  # qvel and the motor's qacc as given, not the reset's zeros
+
+
+@pytest.mark.parametrize("method", ["dormand_prince", "rk38"])
+def test_stage_path_speedups_change_no_bit(method, monkeypatch):
+    """The stage path's two speed-ups (issue 30) give the same bits as what they replace: XLA's buffers handed
+    straight to the host (buffer_callback, ``host._zero_copy``) instead of pure_callback's copies, and stages
+    traced one by one (``MjScene.unroll_stages``) instead of the stage loop. box_on_plane (contacts, a free joint:
+    the RKMK transform) thrown, float64; DormandPrince's accept/reject decisions follow every bit."""
+    from mjharness.adapters.backends import host
+    from mjharness.adapters.backends.mujoco_c import MujocoBackend
+
+    def run():
+        scene = MjScene(load_scene("box_on_plane", mjx="strict"), backend="mujoco", threads=2)  # its own chunk cache
+        x0 = initial_states(scene, 3, seed=1, perturb=0.5)
+        r = rollout(scene, method, dt=0.01, steps=12, x0=x0, record_every=3, progress=False)
+        return r.x, r.carry["qacc_warmstart"], scene
+
+    fast, ws, scene = run()
+    assert scene.unroll_stages and host._zero_copy()
+    assert np.abs(fast[-1] - fast[0]).max() > 0.05  # it moved
+    monkeypatch.setattr(host, "_zero_copy", lambda: False)
+    copied, ws_c, _ = run()
+    monkeypatch.setattr(MujocoBackend, "unroll_stages", False)
+    looped, ws_l, _ = run()
+    np.testing.assert_array_equal(copied, fast)
+    np.testing.assert_array_equal(ws_c, ws)
+    np.testing.assert_array_equal(looped, fast)
+    np.testing.assert_array_equal(ws_l, ws)
 
 
 def test_bench_reports_the_c_backend_against_mujoco_rollout_per_scheme():

@@ -107,6 +107,7 @@ class Backend:
     name: str = ""
     caps: Capabilities
     summary: str = ""
+    unroll_stages: bool = False  # MjScene.unroll_stages: a stage is cheap to trace (a host call)
 
     def require(self, cap: str, what: str) -> None:
         """Refuse ``what`` (a user request) when this backend lacks capability ``cap``."""

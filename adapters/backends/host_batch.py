@@ -48,14 +48,14 @@ class BatchForward:
             got = self.batches[n] = (b, [b.bind(f) for f in _INPUTS], b.bind("qacc"), b.bind("act_dot"))
         return got
 
-    def __call__(self, t, x, ctrl, ws, h):
+    def __call__(self, t, x, ctrl, ws, h, out=None):
         m = self.pool.model
         nq, nv, na = m.nq, m.nv, m.na
         x = np.asarray(x, np.float64)
         lead = x.shape[:-1]
         n = int(np.prod(lead)) if lead else 1
         x = x.reshape(n, -1)
-        out = np.empty((n, 3 * nv + na))
+        out = np.empty((n, 3 * nv + na)) if out is None else out.reshape(n, 3 * nv + na)
         with self.lock:
             b, (time_, qpos, qvel, act, warm, u), qacc, act_dot = self._batch(n)
             time_[:] = np.asarray(t, np.float64).reshape(n)

@@ -22,6 +22,7 @@ class MujocoBackend(Backend):
     caps = Capabilities(mjx_data=False, differentiable=False, per_world_params=True, extra_states=False,
                         body_noise=False, joint_noise=True, outputs=True, callable_outputs=False, float64=True,
                         per_world_outputs=True)
+    unroll_stages = True  # a stage is one host call: nothing to gain from tracing it once in a loop
 
     def check_options(self, *, threads, naconmax):
         check_naconmax(naconmax, self.name, owner=False)  # threads: HostPool checks them
