@@ -14,7 +14,7 @@ and as the engine's chunk loop (``run_s``). With ``--record-every 1`` (default) 
 step's state (mujoco.rollout's output array, our time-major ``RolloutResult.x``); ``--record-every 200``
 keeps our last state only, as the bench's backend peers do. Then the per-stage overhead of integrators
 that run stage by stage (``scripts/profile_c_stages.py``): EulerMaruyama (20 steps) and DormandPrince
-(1 step), batch 1024.
+(1 step), batch 1024, the median of as many timed rollouts as repetitions.
 
 Timing needs a quiet machine: the load average is printed with every figure, and figures taken at a
 1-minute load above 1.5 are marked provisional.
@@ -126,16 +126,18 @@ def bar(batch: int, steps: int, threads: int, repeats: int, record_every: int) -
                 max_abs_diff_final=same)
 
 
-def stage_overhead(batch: int, threads: int) -> list[dict]:
+def stage_overhead(batch: int, threads: int, repeats: int) -> list[dict]:
     path = pathlib.Path(__file__).with_name("profile_c_stages.py")
     spec = importlib.util.spec_from_file_location("profile_c_stages", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     out = []
     for integ, steps in (("euler_maruyama", 20), ("dormand_prince", 1)):
-        row = mod.profile("humanoid", integ, batch, steps, threads)
+        row = mod.profile("humanoid", integ, batch, steps, threads, repeats)
+        runs = ", ".join(f"{x['overhead']:.1%}" for x in row["runs"])
         print(f"  {integ}: {row['stages']} stages, {row['stage_ms']:.2f} ms a stage, mj_forward "
-              f"{row['mj_forward_ms']:.2f} ms, overhead {row['overhead']:.1%} (load {row['load']})", flush=True)
+              f"{row['mj_forward_ms']:.2f} ms, overhead {row['overhead']:.1%} (median of {runs}; load {row['load']})",
+              flush=True)
         out.append(row)
     return out
 
@@ -164,7 +166,7 @@ def main() -> int:
     print(f"  ratio Euler {b['ratio']['euler']:.3f} (bar >= 0.95), RK4 {b['ratio']['rk4']:.3f} (bar >= 0.90); final "
           f"states differ by {b['max_abs_diff_final']}")
     if not a.no_stages:
-        report["stages"] = stage_overhead(a.batch, a.threads)
+        report["stages"] = stage_overhead(a.batch, a.threads, a.repeats)
     report["load_end"] = list(os.getloadavg())
     report["provisional"] = max(start, report["load_end"][0]) > QUIET
     print(f"load at end {report['load_end'][0]:.2f}" + ("  PROVISIONAL: machine not quiet" if report["provisional"]

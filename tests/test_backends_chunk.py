@@ -116,6 +116,9 @@ def test_chunking_record_every_groups_and_resume_change_nothing(tmp_path, monkey
     xs, ws = _mj_step(m, "euler", x0, u, steps)
     np.testing.assert_array_equal(ref.x, xs[R - 1::R][:steps // R])
     np.testing.assert_array_equal(ref.carry["qacc_warmstart"], ws[-1])
+    monkeypatch.setattr(host_chunk, "SPLIT_BYTES", 0)  # records copied into the trajectory on the pool's threads
+    split = _run(scene, SemiImplicitEuler(), x0, u, steps, record_every=R, chunk=48)
+    np.testing.assert_array_equal(split.x, ref.x)
     monkeypatch.setattr(host_chunk, "RECORD_BYTES", 1)  # one sample per Batch.rollout call
     small = _run(scene, SemiImplicitEuler(), x0, u, steps, record_every=R, chunk=9)
     np.testing.assert_array_equal(small.x, ref.x)

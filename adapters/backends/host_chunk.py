@@ -52,6 +52,8 @@ _ENABLE = {"mjENBL_SLEEP": "sleeping islands", "mjENBL_IPC": "IPC", "mjENBL_FWDI
 _CALLBACKS = ("act_bias", "act_dyn", "act_gain", "contactfilter", "control", "passive", "sensor", "time")
 # Budget of one Batch.rollout record buffer; a chunk runs in groups of whole samples below it.
 RECORD_BYTES = 128 << 20
+# Records smaller than this are copied into the trajectory on the calling thread: a hand-off would cost more.
+SPLIT_BYTES = 8 << 20
 
 
 class Scheme(NamedTuple):
@@ -198,6 +200,7 @@ class ChunkRunner:
         from .host import HostOutputs
 
         pool, scheme = scene._host, scheme_of(req.integ)
+        self.pool = pool
         self.m, self.batch, self.row0, self.fields = _stepper(scene, scheme.integrator, float(req.dt), batch)
         # (worlds, steps) -> record buffer, reused by the run's chunks and the scene's next runs: a fresh 100 MB
         # buffer costs its page faults at every write (measured ~5 % of a humanoid Euler run of 200 steps).
@@ -224,7 +227,7 @@ class ChunkRunner:
         u = None if ctrl is None else np.asarray(ctrl, np.float64)
         live = np.flatnonzero(status == 0)
         rows = _Rows(x, ws, S, status != 0, keep_pre=req.semantics == "sampled" and bool(req.outputs), dest=dest,
-                     carries=carries or bool(req.outputs))
+                     carries=carries or bool(req.outputs), pool=self.pool)
         self._load(live, k0, x, ws)
         for w in self._run_groups(live, nstep, R, u, rows, REC if rows.wss is not None else REC_X):
             self.loop.load(req.t0 + k0 * req.dt, x[w], ws[w], self.ctrl0)
@@ -319,7 +322,9 @@ class _Rows:
     entry state; ``put`` writes the rows a group of steps ended and the latest state of the worlds it stepped;
     ``fill_tail`` gives the rows past the run's last step the final state. Every other row is written by put."""
 
-    def __init__(self, x, ws, S: int, frozen: np.ndarray, keep_pre: bool, dest=None, carries: bool = True):
+    def __init__(self, x, ws, S: int, frozen: np.ndarray, keep_pre: bool, dest=None, carries: bool = True,
+                 pool=None):
+        self.pool = pool                           # its threads copy large records (_time_major)
         self.x0, self.ws0 = x, ws                  # entry
         self.x, self.ws = x.copy(), ws.copy()      # latest
         self.n, self.B = x.shape[1], x.shape[0]
@@ -346,9 +351,9 @@ class _Rows:
             return
         first = j0 * R + R - 1 - g0                 # their last steps: first, first + R, ... (a view, no copy)
         last = rec[:, first::R][:, :j1 - j0]
-        self.xs[j0:j1, sel] = np.swapaxes(last[..., :n], 0, 1)
+        _time_major(self.xs, j0, j1, sel, last[..., :n], self.pool)
         if self.wss is not None:
-            self.wss[j0:j1, sel] = np.swapaxes(last[..., n:], 0, 1)
+            _time_major(self.wss, j0, j1, sel, last[..., n:], self.pool)
         if self.pre is None:
             return
         before = np.arange(j0, j1) * R + R - 2 - g0
@@ -366,3 +371,21 @@ class _Rows:
         self.xs[valid:] = self.x
         if self.wss is not None:
             self.wss[valid:] = self.ws
+
+
+def _time_major(dst, j0: int, j1: int, sel, src, pool) -> None:
+    """``dst[j0:j1, sel] = src`` swapped to time-major (``src``: (worlds, j1 - j0, ...)), in ranges of samples on the
+    pool's threads when large. Writing a fresh trajectory is mostly first-touch page faults, which run in parallel:
+    humanoid, batch 1024, 200 steps, every step kept, 90 MB: 0.20 s of a 2.0 s SemiImplicitEuler run on one thread,
+    0.08 s on two (measured)."""
+    k = pool.threads if pool is not None and pool.executor is not None and src.nbytes >= SPLIT_BYTES else 1
+    cuts = np.linspace(j0, j1, k + 1).astype(int)
+
+    def part(a: int, b: int) -> None:
+        dst[a:b, sel] = np.swapaxes(src[:, a - j0:b - j0], 0, 1)
+
+    if k == 1:
+        part(j0, j1)
+        return
+    for f in [pool.executor.submit(part, a, b) for a, b in zip(cuts[:-1], cuts[1:]) if b > a]:
+        f.result()
