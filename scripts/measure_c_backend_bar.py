@@ -13,11 +13,13 @@ of 3 repetitions; world-steps/s of
 and as the engine's chunk loop (``run_s``). With ``--record-every 1`` (default) both sides keep every
 step's state (mujoco.rollout's output array, our time-major ``RolloutResult.x``); ``--record-every 200``
 keeps our last state only, as the bench's backend peers do. Then the per-stage overhead of integrators
-that run stage by stage (``scripts/profile_c_stages.py``): EulerMaruyama (20 steps) and DormandPrince
-(1 step), batch 1024, the median of as many timed rollouts as repetitions.
+that run stage by stage (``scripts/profile_c_stages.py``): EulerMaruyama (200 steps) and DormandPrince
+(the fewest steps that take >= 300 stages: the run's fixed costs are then not a stage's), batch 1024, the
+median of as many timed rollouts as repetitions.
 
-Timing needs a quiet machine: the load average is printed with every figure, and figures taken at a
-1-minute load above 1.5 are marked provisional.
+Timing needs a quiet machine: the load average is printed with every figure, and figures are marked
+provisional when the 1-minute load was above 1.5 at the start (by its end the measurement's own threads
+hold it near 2 on two cores).
 
     python scripts/measure_c_backend_bar.py --json data/bench/c_backend_bar.json
 """
@@ -42,7 +44,11 @@ from mjharness.rollout import initial_states, rollout
 QUIET = 1.5
 
 
-def humanoid() -> tuple[mujoco.MjModel, str]:
+def humanoid(mjcf: str | None = None) -> tuple[mujoco.MjModel, str]:
+    """The bar's model: ``mjcf`` (e.g. dm_control's suite/humanoid.xml with its common/ folder), else dm_control's
+    humanoid when dm_control is installed, else the bundled ``humanoid``."""
+    if mjcf:
+        return mujoco.MjModel.from_xml_path(mjcf), f"{mjcf}"
     try:
         from dm_control import suite
 
@@ -94,8 +100,8 @@ def ours_peer(scene: MjScene, integ, x0: np.ndarray, steps: int, record_every: i
     return call
 
 
-def bar(batch: int, steps: int, threads: int, repeats: int, record_every: int) -> dict:
-    m, what = humanoid()
+def bar(batch: int, steps: int, threads: int, repeats: int, record_every: int, mjcf: str | None = None) -> dict:
+    m, what = humanoid(mjcf)
     scene = MjScene(m, backend="mujoco", threads=threads)
     x0 = initial_states(scene, batch, 0, 0.01)
     peers = {"mujoco_rollout": native_peer(m, x0, steps, threads, mujoco.mjtIntegrator.mjINT_EULER),
@@ -126,14 +132,15 @@ def bar(batch: int, steps: int, threads: int, repeats: int, record_every: int) -
                 max_abs_diff_final=same)
 
 
-def stage_overhead(batch: int, threads: int, repeats: int) -> list[dict]:
+def stage_overhead(batch: int, threads: int, repeats: int, mjcf: str | None = None) -> list[dict]:
     path = pathlib.Path(__file__).with_name("profile_c_stages.py")
     spec = importlib.util.spec_from_file_location("profile_c_stages", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     out = []
-    for integ, steps in (("euler_maruyama", 20), ("dormand_prince", 1)):
-        row = mod.profile("humanoid", integ, batch, steps, threads, repeats)
+    # 200 steps as the bar's other rows; DormandPrince from 1 step, as many as take >= 300 stages.
+    for integ, steps, min_stages in (("euler_maruyama", 200, 0), ("dormand_prince", 1, 300)):
+        row = mod.profile(mjcf or "humanoid", integ, batch, steps, threads, repeats, min_stages)
         runs = ", ".join(f"{x['overhead']:.1%}" for x in row["runs"])
         print(f"  {integ}: {row['stages']} stages, {row['stage_ms']:.2f} ms a stage, mj_forward "
               f"{row['mj_forward_ms']:.2f} ms, overhead {row['overhead']:.1%} (median of {runs}; load {row['load']})",
@@ -152,12 +159,14 @@ def main() -> int:
                     help="our peers' record_every (1: every step's state, as mujoco.rollout's output; --steps: the "
                          "last state only, as the bench's backend peers)")
     ap.add_argument("--no-stages", action="store_true", help="skip the per-stage overhead")
+    ap.add_argument("--mjcf", help="the model to measure (default: dm_control's humanoid if installed, else the "
+                                   "bundled humanoid); e.g. dm_control/suite/humanoid.xml of a dm_control checkout")
     ap.add_argument("--json")
     a = ap.parse_args()
     start = load()
     print(f"load at start {start} (1-minute average; > {QUIET}: figures provisional)", flush=True)
     report = dict(load_start=list(os.getloadavg()), mujoco=mujoco.__version__,
-                  bar=bar(a.batch, a.steps, a.threads, a.repeats, a.record_every))
+                  bar=bar(a.batch, a.steps, a.threads, a.repeats, a.record_every, a.mjcf))
     b = report["bar"]
     print(f"{b['scene']}, batch {b['batch']}, {b['steps']} steps, {b['threads']} threads, median of {b['repeats']}, "
           f"record_every {b['record_every']}:")
@@ -166,9 +175,11 @@ def main() -> int:
     print(f"  ratio Euler {b['ratio']['euler']:.3f} (bar >= 0.95), RK4 {b['ratio']['rk4']:.3f} (bar >= 0.90); final "
           f"states differ by {b['max_abs_diff_final']}")
     if not a.no_stages:
-        report["stages"] = stage_overhead(a.batch, a.threads, a.repeats)
+        report["stages"] = stage_overhead(a.batch, a.threads, a.repeats, a.mjcf)
     report["load_end"] = list(os.getloadavg())
-    report["provisional"] = max(start, report["load_end"][0]) > QUIET
+    # The measurement itself keeps both cores busy (a 1-minute load near 2 by its end): the load at the start is
+    # what says whether anything else was running.
+    report["provisional"] = start > QUIET
     print(f"load at end {report['load_end'][0]:.2f}" + ("  PROVISIONAL: machine not quiet" if report["provisional"]
                                                          else ""))
     if a.json:
