@@ -8,6 +8,8 @@ is optional and asked for by the integrators that need it:
 - ``euler_dynamics(t, x, h, ctrl)`` (MuJoCo's implicit joint damping in Euler) and
   ``implicit_dynamics(t, x, h, ctrl)`` (implicit-in-velocity Euler);
 - ``project(x)``: applied after every full step;
+- ``unroll_stages`` (bool): the explicit Runge–Kutta stages are traced one by one instead of in a loop
+  (``rk.rk_stages``), where a stage is cheap to trace: MjScene on MuJoCo C, whose stage is one host call;
 - a **carry**: per-world values kept from one step to the next without being integrated (Drake's
   discrete state; MjScene keeps the constraint solver's warm start ``qacc_warmstart``).
   ``carry_spec`` maps names to shapes, ``init_carry()`` gives the cold values, and every evaluation
