@@ -77,6 +77,7 @@ def cg_step_carry(scene, tab: tb.Tableau, t, x, h, ctrl=None, carry=None):
         K, kept = state
         xi = jnp.where(i == 0, x, build(a[i], K))
         k, out = evaluate(scene.dynamics, t + c[i] * h, xi, ctrl=ctrl, carry=sc)
+        k = k.astype(x.dtype)  # K in x's width (rk_stages)
         if out is not None:
             kept = jax.tree.map(lambda new, old: jnp.where(i == s - 1, new, old), out, kept)
         # A plain update in place: .at[i].set would lower to a bounds-checked scatter that XLA rewrites

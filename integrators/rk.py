@@ -68,6 +68,7 @@ def rk_stages(scene, tab, t, x, h, ctrl=None, transform: Transform | None = None
         inc = h * (a[i] @ K)
         xi = jnp.where(i == 0, x, policies.apply_increment(layout, x, inc))  # stage 0 is x itself
         k, out = evaluate(scene.dynamics, t + c[i] * h, xi, ctrl=ctrl, carry=carry)
+        k = k.astype(x.dtype)  # K in x's width: a float32 derivative (MJWarp's) joins float64 combinations
         if transform is not None:
             k = transform(layout, inc, k)
         if out is not None:
@@ -93,6 +94,7 @@ def _unrolled_stages(scene, ac, t, x, h, ctrl, transform, carry):
         inc = h * (a[i, :i] @ jnp.stack(ks)) if i else jnp.zeros(layout.deriv_size, x.dtype)
         xi = policies.apply_increment(layout, x, inc) if i else x
         k, kept = evaluate(scene.dynamics, t + c[i] * h, xi, ctrl=ctrl, carry=carry)
+        k = k.astype(x.dtype)  # as the loop's
         ks.append(k if transform is None else transform(layout, inc, k))
     return jnp.stack(ks), kept
 
@@ -262,8 +264,9 @@ def semi_implicit_update(scene, x, h, k):
     """
     layout = scene.layout
     pairs = second_order_pairs(scene)
-    # Position derivatives := new velocities (read from the untouched velocity derivatives).
-    kpos = k
+    # Position derivatives := new velocities (read from the untouched velocity derivatives), in x's width: a float32
+    # derivative (MJWarp's) would otherwise round the float64 new velocity the positions follow.
+    kpos = k.astype(x.dtype)
     for dsl, vsl, wsl in _position_blocks(layout, pairs):
         kpos = kpos.at[dsl].set(x[vsl] + h * k[wsl])
     for pos, vel in pairs:
