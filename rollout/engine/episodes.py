@@ -272,7 +272,7 @@ def same_function_config(file_attr: str, now: str) -> bool:
     return str(file_attr).partition(";")[0] == str(now).partition(";")[0]
 
 
-def check_reset_to(reset_to: str, scene, perturb: float, perturb_qpos: float):
+def check_reset_to(reset_to: str, scene):
     """``reset_to`` checked: "x0", "draw" or "key:NAME" (a keyframe of the model)."""
     if reset_to in ("x0", "draw"):
         return reset_to

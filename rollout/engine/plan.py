@@ -493,7 +493,7 @@ def check_episodes(scene, start, x0: np.ndarray, carry_spec: tuple, carry0: dict
         mode, init_world, treedef, leaves, c0 = _ep.check_controller(ctrl, x0, world_offset, view.nu, sdim)
     t_mode, t_sensors = ("jax", False) if term is None else _ep.check_termination(term, x0, sdim)
     resets = term is not None and start.on_terminate == "reset"
-    reset_to = _ep.check_reset_to(start.reset_to, scene, start.perturb, start.perturb_qpos) if resets else "x0"
+    reset_to = _ep.check_reset_to(start.reset_to, scene) if resets else "x0"
     draw_scale, quats = (), ()
     if reset_to == "draw":
         draw_scale = tuple(float(v) for v in _perturb_scale(view, x0.shape[1], start.perturb, start.perturb_qpos))
