@@ -197,7 +197,7 @@ def test_outputs_of_whole_chunks_equal_the_stage_path(semantics):
 
 def _request(integ, **kw):
     base = dict(integ=integ, kind="fixed", dt=0.002, t0=0.0, steps=10, record_every=1, chunk=10, ctrl_mode="none",
-                per_world_params=False, carry=(("qacc_warmstart", (6,)),))
+                params=(), carry=(("qacc_warmstart", (6,)),))
     return ChunkRequest(**{**base, **kw})
 
 
@@ -207,7 +207,10 @@ def test_what_keeps_the_stage_path():
     assert "not one of MuJoCo's own schemes" in host_chunk.why_not(scene, _request(RK38()))
     assert "not one of MuJoCo's own schemes" in host_chunk.why_not(scene, _request(_Staged()))
     assert "ctrl function" in host_chunk.why_not(scene, _request(RK4(), ctrl_mode="callable"))
-    assert "per-world" in host_chunk.why_not(scene, _request(RK4(), per_world_params=True))
+    mass = np.ones((2, scene.model.nbody))
+    assert host_chunk.why_not(scene, _request(RK4(), params=(("body_mass", mass),))) == ""  # per-simulation fields
+    step = (("opt.timestep", np.full((2, 1), 0.01)),)
+    assert "opt.timestep" in host_chunk.why_not(scene, _request(RK4(), params=step))  # would not be the run's dt
     qdot = MjScene(scene.model, backend="mujoco", quaternion_update="quaternion_qdot", threads=1)
     assert "quaternion_qdot" in host_chunk.why_not(qdot, _request(RK4()))
     clock = MjScene(mujoco.MjModel.from_xml_string(
@@ -295,3 +298,109 @@ def test_bench_reports_the_c_backend_against_mujoco_rollout_per_scheme():
         assert row["vs_mujoco_rollout"] == pytest.approx(row["world_steps_per_s"] / by[native]["world_steps_per_s"])
     text = bench.format_table({"machine": bench.machine_info(), "cells": [c]})
     assert "C backend / mujoco.rollout world-steps/s" in text and "backend_mujoco_rk4" in text
+
+
+RANDOMIZE = {"body_mass": "*uniform(0.7, 1.3)", "geom_friction": "*uniform(0.5, 1.5)",
+             "dof_damping": "uniform(0.1, 0.6)"}
+
+
+def _per_world_mj_step(m, method, params, x0, u, steps):
+    """MuJoCo C's mj_step on one model per world: the nominal model with that world's drawn fields."""
+    xs, ws = np.empty((steps,) + x0.shape), np.empty((steps, x0.shape[0], m.nv))
+    for b in range(x0.shape[0]):
+        mb = copy.deepcopy(m)
+        for name, v in params.items():
+            np.copyto(getattr(mb, name), v[b].reshape(getattr(mb, name).shape))
+        xb, wb = _mj_step(mb, method, x0[b:b + 1], None if u is None else u[b:b + 1], steps)
+        xs[:, b], ws[:, b] = xb[:, 0], wb[:, 0]
+    return xs, ws
+
+
+@pytest.mark.parametrize("name,method", [("arm", "euler"), ("arm", "rk4"), ("box_on_plane", "rk4"),
+                                         ("box_on_plane", "implicit_fast")])
+def test_randomized_worlds_run_whole_chunks_on_each_worlds_model(name, method):
+    """Per-world fields (randomize: masses, friction, damping, and the derived constants mj_setConst gives them)
+    are the Batch's per-simulation fields: each world equals mj_step on its own model bit for bit, outputs are
+    read off that model, and the stage path (each world's fields written into a model copy) agrees to its bound."""
+    scene = _scene(name)
+    m = scene.model
+    steps = 40
+    x0, ctrl = worlds(m, 4)
+    u = _ctrl(m, ctrl, steps)
+    kw = dict(chunk=16, record_every=2, randomize=RANDOMIZE, seed=5, outputs=("xpos", "cfrc_ext"))
+    fast = _run(scene, OURS[method](), x0, u, steps, **kw)
+    assert fast.stats["trace_cache"] == "host"
+    params = fast.model_params
+    assert np.ptp(params["body_mass"][:, -1]) > 0 and np.ptp(params["dof_damping"][:, 0]) > 0  # drawn per world
+    xs, ws = _per_world_mj_step(m, method, params, x0, u, steps)
+    np.testing.assert_array_equal(fast.x, xs[1::2])
+    np.testing.assert_array_equal(fast.carry["qacc_warmstart"], ws[-1])
+    staged = _run(scene, STAGED[method](), x0, u, steps, **kw)
+    assert staged.stats["trace_cache"] != "host"
+    for k in params:
+        np.testing.assert_array_equal(staged.model_params[k], params[k])
+    assert np.abs(staged.x - fast.x).max() <= TOL * max(1.0, np.abs(xs).max())
+    for k in ("xpos", "cfrc_ext"):
+        scale = max(1.0, np.abs(staged.outputs[k]).max())
+        assert np.abs(fast.outputs[k] - staged.outputs[k]).max() <= 1e-9 * scale, k
+    # Outputs are each world's own: world 1's bodies' positions after the last sample, from mj_forward on its model.
+    mb = copy.deepcopy(m)
+    for k, v in params.items():
+        np.copyto(getattr(mb, k), v[1].reshape(getattr(mb, k).shape))
+    d = mujoco.MjData(mb)
+    d.qpos[:], d.qvel[:], d.act[:] = xs[-1, 1, :m.nq], xs[-1, 1, m.nq:m.nq + m.nv], xs[-1, 1, m.nq + m.nv:]
+    d.qacc_warmstart[:] = ws[-1, 1]
+    if u is not None:
+        d.ctrl[:] = u[1, -1]
+    mujoco.mj_forward(mb, d)
+    mujoco.mj_rnePostConstraint(mb, d)
+    np.testing.assert_array_equal(fast.outputs["xpos"][-1, 1], d.xpos)
+    np.testing.assert_array_equal(fast.outputs["cfrc_ext"][-1, 1], d.cfrc_ext)
+
+
+def test_a_randomized_world_mj_step_would_reset_reruns_on_its_own_model():
+    """The step-by-step fallback (a world mj_step warned about) steps that world's own model, not the nominal."""
+    scene = MjScene(mujoco.MjModel.from_xml_string(SPIN), backend="mujoco", threads=2)
+    m, steps = scene.model, 12
+    x0 = np.tile(scene.x0(), (3, 1))
+    x0[:, 1] = [0.1, 1e11, 0.2]
+    u = np.full((3, steps, 1), 1e-297)  # a torque of 10: the motion depends on each world's mass
+    kw = dict(chunk=4, randomize={"body_mass": "*uniform(0.5, 2.0)"}, seed=3)
+    fast = _run(scene, SemiImplicitEuler(), x0, u, steps, **kw)
+    staged = _run(scene, _Staged(), x0, u, steps, **kw)
+    assert fast.stats["trace_cache"] == "host"
+    np.testing.assert_array_equal(fast.status, staged.status)
+    assert np.abs(fast.x - staged.x).max() <= TOL * np.abs(fast.x).max()
+
+    def by_hand(params):  # the engine's rule for world 1: mj_forward + mj_Euler past mj_step's limit, no reset
+        mb = copy.deepcopy(m)
+        for k, v in params.items():
+            np.copyto(getattr(mb, k), v[1].reshape(getattr(mb, k).shape))
+        d = mujoco.MjData(mb)
+        d.qpos[:], d.qvel[:], d.ctrl[:] = x0[1, :1], x0[1, 1:], u[1, 0]
+        rows = []
+        for _ in range(steps):
+            mujoco.mj_forward(mb, d)
+            mujoco.mj_Euler(mb, d)
+            rows.append(np.concatenate([d.qpos, d.qvel]))
+        return np.array(rows)
+
+    np.testing.assert_array_equal(fast.x[:, 1], by_hand(fast.model_params))
+    assert not np.array_equal(fast.x[:, 1], by_hand({}))
+
+
+def test_bench_reports_randomized_worlds_against_the_same_run_without():
+    from mjharness.rollout import bench
+
+    scene = MjScene("bench_pendulum", backend="mjx")
+    peers = ("backend_mujoco", "backend_mujoco_randomized")
+    c = bench.bench_cell(scene, batch=3, steps=20, peers=peers, repeats=1, min_time=0.0, perturb=0.3, nthread=2)
+    by = {r["peer"]: r for r in c["results"]}
+    row = by["backend_mujoco_randomized"]
+    assert row["trace_cache"] == "host" and row["randomize"] and row["finite"]  # whole chunks in C, per-world models
+    assert row["agrees_with"] is None  # other physics: not held to mujoco.rollout's final states
+    plain = by["backend_mujoco"]["world_steps_per_s"]
+    assert row["vs_unrandomized_wall"] == pytest.approx(row["world_steps_per_s"] / plain)
+    assert row["vs_unrandomized"] == min(row["vs_unrandomized_wall"], row["vs_unrandomized_cpu"])
+    assert len(row["cpu_call_s"]) == row["calls"]
+    assert "randomized / un-randomized" in bench.format_table({"machine": bench.machine_info(), "cells": [c]})

@@ -31,7 +31,7 @@ class ChunkRequest:
         dt: the step; t0: time of step 0; steps: total steps of the run.
         record_every: steps per recorded sample; chunk: steps per chunk (a multiple of record_every).
         ctrl_mode: "none" | "array" | "callable" | "controller".
-        per_world_params: whether model fields are set per world.
+        params: ((field, (B, ...) values), ...) model fields set per world (MjModel names, ``opt.<name>``).
         carry: ((name, shape), ...) carried between steps.
         outputs: adapters.outputs.OutputSpec rows; semantics: "live" | "sampled".
         closed_loop: a termination rule or a controller with state runs between steps.
@@ -45,7 +45,7 @@ class ChunkRequest:
     record_every: int
     chunk: int
     ctrl_mode: str
-    per_world_params: bool
+    params: tuple
     carry: tuple
     outputs: tuple = ()
     semantics: str = "live"

@@ -2,11 +2,14 @@
 
 ``SemiImplicitEuler`` is MuJoCo's Euler, ``RK4`` (exp-map quaternions) its RK4 and ``ImplicitFast`` its
 implicitfast. When a run uses one of them and nothing per stage needs JAX (no extra states, noise,
-ctrl callable or per-world model), the stage-by-stage path (one ``pure_callback`` per stage, our
+ctrl callable), the stage-by-stage path (one ``pure_callback`` per stage, our
 update arithmetic in XLA) only re-does what ``mj_step`` does. Here the chunk is instead
 ``mujoco.batch.Batch.rollout`` (MuJoCo 4's batched ``mj_step`` on a persistent thread pool, as fast as
 ``mujoco.rollout``): the rows ``[qpos, qvel, act, qacc_warmstart]`` after every step come back in one
-call, so the warm start goes in and out with the state, exactly as ``mj_step`` keeps it.
+call, so the warm start goes in and out with the state, exactly as ``mj_step`` keeps it. Per-world model
+fields (``randomize``, ``model_params``) are the ``Batch``'s per-simulation fields (``Batch.expand``), written
+once per run with the values the stage path writes into its model copies (derived constants included), so
+both paths step the same models.
 
 The engine's rules are kept exactly:
 - ``mj_step`` resets a world whose qpos/qvel/qacc is bad (NaN or beyond 1e10, a warning) where the engine
@@ -32,7 +35,7 @@ from typing import NamedTuple
 
 import mujoco
 import numpy as np
-from mujoco.batch import Batch
+from mujoco.batch import MODEL_FIELDS, Batch
 
 from mjharness.integrators import RK4, STATUS_NONFINITE, ImplicitFast, SemiImplicitEuler
 from mjharness.integrators import tableaux as _tb
@@ -96,7 +99,8 @@ def why_not(scene, req) -> str:
         (scene.quaternion_update != "quaternion", "quaternion_update='quaternion_qdot' is not MuJoCo's update"),
         (req.ctrl_mode not in ("none", "array"), "a ctrl function or Controller computes the controls at every step"),
         (req.closed_loop, "a termination rule runs between steps"),
-        (req.per_world_params, "per-world model parameters"),
+        (bool(_unexpandable(req.params)), f"per-world model fields {_unexpandable(req.params)} that mj_step cannot "
+                                          f"take per simulation"),
         (bool(scene.needs()) or scene.layout.size != scene.nq + scene.nv + scene.na,
          "extra states or noise need JAX at every stage"),
         (tuple(name for name, _ in req.carry) != ("qacc_warmstart",), f"the carry is {req.carry}"),
@@ -104,6 +108,15 @@ def why_not(scene, req) -> str:
     )
     why = next((text for bad, text in reasons if bad), "")
     return why or _model_reason(scene.model)
+
+
+# Per-world fields that decide the scheme or the step: the run's own (dt, the integrator) are what it steps.
+_RUN_FIELDS = ("opt.timestep", "opt.integrator")
+
+
+def _unexpandable(params) -> list:
+    """The per-world fields a Batch cannot hold per simulation, or that would change the run's scheme."""
+    return [name for name, _ in params if name not in MODEL_FIELDS or name in _RUN_FIELDS]
 
 
 class HostChunk(NamedTuple):
@@ -128,13 +141,16 @@ def _step_model(model: mujoco.MjModel, integrator: int, dt: float) -> mujoco.MjM
 class _WorldLoop:
     """One world at a time, step by step, with the engine's freezing rule (worlds mj_step warned about)."""
 
-    def __init__(self, m: mujoco.MjModel, row0: np.ndarray, advance):
+    def __init__(self, m: mujoco.MjModel, row0: np.ndarray, advance, batch: Batch | None = None):
         self.m, self.advance, self.row0 = m, advance, row0
+        self.batch = batch        # with per-simulation fields: world w runs on the batch's model of w
         self.d = mujoco.MjData(m)
         self.n = m.nq + m.nv + m.na
         self.save = np.empty(mujoco.mj_stateSize(m, FULL))
 
-    def load(self, t: float, x: np.ndarray, ws: np.ndarray, ctrl: np.ndarray) -> None:
+    def load(self, t: float, x: np.ndarray, ws: np.ndarray, ctrl: np.ndarray, world: int = 0) -> None:
+        if self.batch is not None:
+            self.m = self.batch.get_model(world)
         m, d = self.m, self.d
         mujoco.mj_setState(m, d, self.row0, FULL)  # applied forces, mocap, userdata as the batch's rows
         d.time = t
@@ -171,12 +187,15 @@ class _Stepper(NamedTuple):
     fields: dict              # bound state columns (time, qpos, qvel, act, qacc_warmstart, ctrl)
 
 
-def _stepper(scene, integrator: int, dt: float, B: int) -> _Stepper:
+def _stepper(scene, integrator: int, dt: float, B: int, params=()) -> _Stepper:
     """Made per run, from the scene's model as it is now (a model edited in place since the last run counts;
-    a Batch costs about a millisecond)."""
+    a Batch costs about a millisecond). ``params``: ((field, (B, ...) values), ...) set per simulation."""
     pool = scene._host
     m = _step_model(pool.model, integrator, dt)
     batch = Batch(m, B, nthread=pool.threads)
+    for name, values in params:
+        field = batch.expand(name)
+        field[...] = np.asarray(values).reshape(field.shape)
     row0 = np.empty(mujoco.mj_stateSize(m, FULL))
     mujoco.mj_getState(m, pool.datas[0], row0, FULL)
     fields = {f: batch.bind(f) for f in ("time", "qpos", "qvel", "act", "qacc_warmstart", "ctrl")}
@@ -201,7 +220,8 @@ class ChunkRunner:
 
         pool, scheme = scene._host, scheme_of(req.integ)
         self.pool = pool
-        self.m, self.batch, self.row0, self.fields = _stepper(scene, scheme.integrator, float(req.dt), batch)
+        self.m, self.batch, self.row0, self.fields = _stepper(scene, scheme.integrator, float(req.dt), batch,
+                                                              req.params)
         # (worlds, steps) -> record buffer, reused by the run's chunks and the scene's next runs: a fresh 100 MB
         # buffer costs its page faults at every write (measured ~5 % of a humanoid Euler run of 200 steps).
         self.buffers = scene._host_fns.setdefault("chunk_records", {})
@@ -211,8 +231,12 @@ class ChunkRunner:
         if mujoco.mj_stateSize(self.m, REC) != self.n + self.nv:
             raise RuntimeError(f"mujoco {mujoco.__version__} packs mjSTATE rows differently than host_chunk expects")
         self.ctrl0 = np.array(scene.data.ctrl, np.float64)
-        self.loop = _WorldLoop(self.m, self.row0, scheme.advance)
-        self.outputs = HostOutputs(pool, req.outputs, needs_rne(req.outputs)) if req.outputs else None
+        self.loop = _WorldLoop(self.m, self.row0, scheme.advance, self.batch if req.params else None)
+        # Outputs read off each world's own fields, flat per world as the stage path hands them over.
+        layout = tuple((name, int(np.prod(np.shape(v)[1:], dtype=np.int64))) for name, v in req.params) or None
+        self.flat_params = None if layout is None else np.concatenate(
+            [np.asarray(v, np.float64).reshape(batch, -1) for _, v in req.params], axis=1)
+        self.outputs = HostOutputs(pool, req.outputs, needs_rne(req.outputs), layout) if req.outputs else None
 
     def __call__(self, x, carry, status, status_step, k0: int, ctrl=None, dest=None,
                  carries: bool = True) -> HostChunk:
@@ -230,7 +254,7 @@ class ChunkRunner:
                      carries=carries or bool(req.outputs), pool=self.pool)
         self._load(live, k0, x, ws)
         for w in self._run_groups(live, nstep, R, u, rows, REC if rows.wss is not None else REC_X):
-            self.loop.load(req.t0 + k0 * req.dt, x[w], ws[w], self.ctrl0)
+            self.loop.load(req.t0 + k0 * req.dt, x[w], ws[w], self.ctrl0, w)
             rec, failed = self.loop.run(None if u is None else u[w], nstep, k0)
             rows.put(np.array([w]), rec[None], 0, R, None)
             if failed >= 0:
@@ -308,7 +332,8 @@ class ChunkRunner:
         # The controls an output sees: the sample's last step's (as the compiled chunk's ``_ctrl_at``).
         uu = (np.broadcast_to(self.ctrl0, (valid, B, self.m.nu)) if u is None
               else np.swapaxes(u[:, (np.arange(valid) + 1) * R - 1], 0, 1))
-        flat = self.outputs.evaluate(np.broadcast_to(t[:, None], (valid, B)), xs[:valid], uu, wss[:valid])
+        p = None if self.flat_params is None else np.broadcast_to(self.flat_params, (valid,) + self.flat_params.shape)
+        flat = self.outputs.evaluate(np.broadcast_to(t[:, None], (valid, B)), xs[:valid], uu, wss[:valid], p)
         o = 0
         for spec in req.outputs:
             w = int(np.prod(spec.shape, dtype=np.int64))

@@ -7,6 +7,10 @@
 - ``backend_mujoco_rk4``: the same stepping ``rk4`` (MuJoCo C's own RK4, whole chunks in C), beside the
   ``mujoco_rollout_rk4`` peer.
 - ``backend_warp``: the same with ``backend="warp"`` (MJX's MuJoCo Warp path; needs mujoco-warp).
+- ``backend_mujoco_randomized`` / ``backend_mujoco_rk4_randomized``: ``backend_mujoco`` / ``backend_mujoco_rk4``
+  with domain randomization (``RANDOMIZE``: every body's mass, every geom's friction, every dof's damping drawn
+  per world, derived constants recomputed); their figure against the un-randomized peer is what per-world models
+  cost (they step other physics, so they are not held to mujoco.rollout's final states).
 
 The rebuilt scene has the same state layout, so the peer starts from the same rows of ``x0``.
 """
@@ -16,17 +20,24 @@ from __future__ import annotations
 from .engine_peer import engine_peer, scene_scheme
 
 # The constructor options of each backend peer (``threads``: MuJoCo C's thread pool, as mujoco.rollout's).
-PEER_OPTIONS = {"backend_mujoco": lambda nthread: {"threads": nthread},
-                "backend_mujoco_rk4": lambda nthread: {"threads": nthread}, "backend_warp": lambda nthread: {}}
+_C = lambda nthread: {"threads": nthread}  # noqa: E731
+PEER_OPTIONS = {"backend_mujoco": _C, "backend_mujoco_rk4": _C, "backend_warp": lambda nthread: {},
+                "backend_mujoco_randomized": _C, "backend_mujoco_rk4_randomized": _C}
 # The peer's own integrator, where it is not the scene's.
-PEER_SCHEME = {"backend_mujoco_rk4": "rk4"}
+PEER_SCHEME = {"backend_mujoco_rk4": "rk4", "backend_mujoco_rk4_randomized": "rk4"}
+# What the randomized peers draw per world (the fields domain randomization usually touches).
+RANDOMIZE = {"body_mass": "*uniform(0.9, 1.1)", "geom_friction": "*uniform(0.8, 1.2)",
+             "dof_damping": "*uniform(0.8, 1.2)"}
+# Randomized peer -> the same peer without randomization.
+RANDOMIZED_PAIRS = (("backend_mujoco_randomized", "backend_mujoco"),
+                    ("backend_mujoco_rk4_randomized", "backend_mujoco_rk4"))
 
 
 def backend_scene(scene, name, nthread=None):
     """``scene``'s model as an MjScene with the backend the peer ``name`` names."""
     from mjharness.adapters import MjScene
 
-    backend = name.removeprefix("backend_").removesuffix("_rk4")
+    backend = name.removeprefix("backend_").removesuffix("_randomized").removesuffix("_rk4")
     return MjScene(scene.model, quaternion_update=getattr(scene, "quaternion_update", "quaternion"),
                    backend=backend, **PEER_OPTIONS[name](nthread))
 
@@ -35,6 +46,8 @@ def setup_backend_peer(name, scene, x0, *, steps, dt, nthread=None):
     other = backend_scene(scene, name, nthread)
     integ = PEER_SCHEME.get(name) or scene_scheme(other) or "semi_implicit_euler"
     threads = getattr(getattr(other, "_host", None), "threads", None)
+    randomize = RANDOMIZE if name.endswith("_randomized") else None
     return engine_peer(name, other, x0, integ=integ, dt=dt, steps=steps, record_every=steps, chunk=steps,
-                        sample=0, chained=True, clock="run_s",
-                        extra=lambda stats: dict(backend=other.backend, scheme=integ, threads=threads))
+                        sample=0, chained=True, clock="run_s", randomize=randomize,
+                        extra=lambda stats: dict(backend=other.backend, scheme=integ, threads=threads,
+                                                 randomize=randomize, trace_cache=stats[-1]["trace_cache"]))

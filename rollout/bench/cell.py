@@ -18,6 +18,7 @@ from .peers import (
     DEFAULT_PEERS,
     ENGINE_PEERS,
     NATIVE,
+    RANDOMIZED_PAIRS,
     RAW_PEERS,
     REFERENCE,
     BenchError,
@@ -96,8 +97,11 @@ def bench_cell(scene, *, batch: int, steps: int, peers=DEFAULT_PEERS, dt: float 
                      nthread=nthread, tmpdir=tmpdir, say=say)
     try:
         say(f"  timing {len(set_up)} peers, interleaved ...")
-        times = time_interleaved(set_up, repeats=repeats, min_time=min_time)
+        cpu: dict = {}
+        times = time_interleaved(set_up, repeats=repeats, min_time=min_time, cpu=cpu)
         rows = [q.finish(times[q.name], q.state) for q in set_up]
+        for r in rows:
+            r["cpu_call_s"] = [round(c, 6) for c in cpu[r["peer"]]]
         finals = {q.name: q.finals for q in set_up}
     finally:
         for q in set_up:
@@ -149,6 +153,14 @@ def add_ratios(rows) -> None:
     for peer, native, _ in C_PAIRS:  # issue 30: our C backend's speed as a fraction of mujoco.rollout's
         if peer in by and native in by:
             next(r for r in rows if r["peer"] == peer)["vs_mujoco_rollout"] = by[peer] / by[native]
+    cpu = {r["peer"]: sum(r["cpu_call_s"]) / len(r["cpu_call_s"]) for r in rows if r.get("cpu_call_s")}
+    for peer, plain in RANDOMIZED_PAIRS:  # per-world models against the same run without: the worse of wall and CPU
+        if peer in by and plain in by:
+            row = next(r for r in rows if r["peer"] == peer)
+            row["vs_unrandomized_wall"] = by[peer] / by[plain]
+            if peer in cpu and plain in cpu and cpu[peer] > 0:
+                row["vs_unrandomized_cpu"] = cpu[plain] / cpu[peer]
+            row["vs_unrandomized"] = min(row["vs_unrandomized_wall"], row.get("vs_unrandomized_cpu", math.inf))
     if "rollout" in by and "rollout_h5" in by:
         for r in rows:
             if r["peer"] == "rollout_h5":

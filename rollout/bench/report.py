@@ -113,18 +113,22 @@ def _ratio(v) -> str:
 
 
 def _cell_lines(c) -> list[str]:
-    head = (f"  {'peer':22s} {'world-steps/s':>13s} {'x mjx':>7s} {'x native':>8s} {'compile s':>9s} {'cache':>10s} "
+    head = (f"  {'peer':30s} {'world-steps/s':>13s} {'x mjx':>7s} {'x native':>8s} {'compile s':>9s} {'cache':>10s} "
             f"{'peak mem':>10s}")
     lines = ["", f"{c['scene']} (nq={c['nq']} nv={c['nv']}), batch {c['batch']}, {c['steps']} steps/call, "
                  f"dt={c['dt']:g}, load {c['load_average']}", head]
     for r in c["results"]:
         bad = "" if r.get("finite", True) else "  NON-FINITE"
-        lines.append(f"  {r['peer']:22s} {_si(r['world_steps_per_s']):>13s} {_ratio(r.get('x_mjx')):>7s} "
+        lines.append(f"  {r['peer']:30s} {_si(r['world_steps_per_s']):>13s} {_ratio(r.get('x_mjx')):>7s} "
                      f"{_ratio(r.get('x_native')):>8s} {r['compile_s']:9.2f} {r.get('compile_cache', '-'):>10s} "
                      f"{format_bytes(r['peak_bytes']):>10s}{bad}")
     vs = [f"{r['peer']} {r['vs_mujoco_rollout']:.3f}x" for r in c["results"] if r.get("vs_mujoco_rollout")]
     if vs:
         lines.append(f"  C backend / mujoco.rollout world-steps/s (same scheme, interleaved): {', '.join(vs)}")
+    rnd = [f"{r['peer']} {r['vs_unrandomized']:.3f}x (wall {r['vs_unrandomized_wall']:.3f}, "
+           f"CPU {r.get('vs_unrandomized_cpu', float('nan')):.3f})" for r in c["results"] if r.get("vs_unrandomized")]
+    if rnd:
+        lines.append(f"  randomized / un-randomized world-steps/s (worse of wall and CPU): {', '.join(rnd)}")
     return lines
 
 

@@ -55,10 +55,14 @@ def warm(call: Callable, state, pick=lambda s: s):
     return state, jax.tree_util.tree_map(lambda a: np.array(a, copy=True), pick(state)), seconds
 
 
-def time_interleaved(peers, *, repeats: int, min_time: float) -> dict:
+def time_interleaved(peers, *, repeats: int, min_time: float, cpu: dict | None = None) -> dict:
     """Time every peer's calls in rounds (one call of each per round), each until ``repeats`` calls and
-    ``min_time`` seconds; a peer that has both sits out the rest. Returns {name: [seconds per call]}."""
+    ``min_time`` seconds; a peer that has both sits out the rest. Returns {name: [seconds per call]}.
+    ``cpu``: filled with {name: [CPU seconds of the process (every thread) per whole call]}: a peer that
+    is faster on the wall clock only by keeping more cores busy shows there."""
     times = {p.name: [] for p in peers}
+    cpu = {} if cpu is None else cpu
+    cpu.update({p.name: [] for p in peers})
 
     def needs(p):
         return len(times[p.name]) < repeats or sum(times[p.name]) < min_time
@@ -66,7 +70,9 @@ def time_interleaved(peers, *, repeats: int, min_time: float) -> dict:
     while any(needs(p) for p in peers):
         for p in peers:
             if needs(p):
+                c = time.process_time()
                 p.state, seconds = p.call(p.state)
+                cpu[p.name].append(time.process_time() - c)
                 times[p.name].append(seconds)
     return times
 

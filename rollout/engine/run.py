@@ -243,7 +243,7 @@ def _host_chunks(plan: Plan, B: int, sink: dict):
         return None
     req = ChunkRequest(integ=plan.integ, kind=plan.kind, dt=plan.dt, t0=plan.t0, steps=plan.steps,
                        record_every=plan.record_every, chunk=plan.chunk, ctrl_mode=plan.ctrl_mode,
-                       per_world_params=bool(plan.params), carry=plan.carry_spec, outputs=plan.outputs,
+                       params=tuple(plan.params.items()), carry=plan.carry_spec, outputs=plan.outputs,
                        semantics=plan.output_semantics, closed_loop=plan.episodes is not None)
     runner = plan.view.chunk_runner(req, B)
     if runner is None:
