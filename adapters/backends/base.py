@@ -35,6 +35,8 @@ class ChunkRequest:
         carry: ((name, shape), ...) carried between steps.
         outputs: adapters.outputs.OutputSpec rows; semantics: "live" | "sampled".
         closed_loop: a termination rule or a controller with state runs between steps.
+        loop: the run's closed loop on whole-batch host arrays (``rollout.engine.host_loop.HostLoop``), for a
+            backend that steps whole segments itself and runs the loop between them; None without one.
     """
 
     integ: object
@@ -50,6 +52,7 @@ class ChunkRequest:
     outputs: tuple = ()
     semantics: str = "live"
     closed_loop: bool = False
+    loop: object = None
 
 
 class BackendError(ContractError):

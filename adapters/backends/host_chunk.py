@@ -93,17 +93,23 @@ def _model_reason(m: mujoco.MjModel) -> str:
 
 def why_not(scene, req) -> str:
     """'' when ``req`` (a ``base.ChunkRequest``) on ``scene`` can run whole chunks in C, else the first reason."""
+    loop = req.loop
+    loop_names = {name for name, _ in loop.ep.carry_spec()} if loop is not None else set()
     reasons = (
         (scheme_of(req.integ) is None, f"{type(req.integ).__name__} is not one of MuJoCo's own schemes"),
         (req.kind != "fixed", f"a {req.kind} integrator"),
         (scene.quaternion_update != "quaternion", "quaternion_update='quaternion_qdot' is not MuJoCo's update"),
-        (req.ctrl_mode not in ("none", "array"), "a ctrl function or Controller computes the controls at every step"),
-        (req.closed_loop, "a termination rule runs between steps"),
+        (req.ctrl_mode not in ("none", "array") and not (req.ctrl_mode == "controller" and loop is not None),
+         "a ctrl function computes the controls at every step"),
+        (req.closed_loop and loop is None, "a termination rule runs between steps"),
+        (loop is not None and loop.ep.sensors, "the closed loop reads sensordata"),
+        (loop is not None and bool(req.outputs), "outputs are recorded beside a closed loop"),
         (bool(_unexpandable(req.params)), f"per-world model fields {_unexpandable(req.params)} that mj_step cannot "
                                           f"take per simulation"),
         (bool(scene.needs()) or scene.layout.size != scene.nq + scene.nv + scene.na,
          "extra states or noise need JAX at every stage"),
-        (tuple(name for name, _ in req.carry) != ("qacc_warmstart",), f"the carry is {req.carry}"),
+        (tuple(name for name, _ in req.carry if name not in loop_names) != ("qacc_warmstart",),
+         f"the carry is {req.carry}"),
         (any(o.fn is not None for o in req.outputs), "an output function"),
     )
     why = next((text for bad, text in reasons if bad), "")

@@ -115,6 +115,10 @@ class MujocoBackend(Backend):
         # MuJoCo's own scheme and nothing per stage in JAX: one batched mj_step call per chunk (host_chunk.py).
         if _host_chunk.why_not(scene, request):
             return None
+        if request.loop is not None:  # a closed loop between whole segments of steps (host_closed.py)
+            from .host_closed import ClosedLoopRunner
+
+            return ClosedLoopRunner(scene, request, batch)
         return _host_chunk.ChunkRunner(scene, request, batch)
 
     def digest(self, h, scene):

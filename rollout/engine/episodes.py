@@ -307,32 +307,47 @@ def _shapes(ep: EpisodePlan):
                                                      for _, shape, dtype in ep.leaves])
 
 
-def _call_init(ep: EpisodePlan, x, wid):
+# A NumPy function is called on the host only where it is due (``due``): the world's result is otherwise masked,
+# so a call would only cost time and repeat the user's side effects (``every`` means every).
+
+def _call_init(ep: EpisodePlan, x, wid, due):
     init = _init_fn(ep.controller, ep.init_world)
     if ep.mode == "jax":
         return init(x, wid)
-    return _host(lambda x, w: jax.tree.map(np.asarray, init(np.asarray(x), int(w))), _shapes(ep), x, wid)
+    shapes = _shapes(ep)
+
+    def host(x, w, due):
+        if not due:
+            return jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), shapes)
+        return jax.tree.map(lambda v, s: np.asarray(v, s.dtype), init(np.asarray(x), int(w)), shapes)
+
+    return _host(host, shapes, x, wid, due)
 
 
-def _call_step(ep: EpisodePlan, t, x, c, sd):
+def _call_step(ep: EpisodePlan, t, x, c, sd, due):
     step, extra = ep.controller.step, ((sd,) if ep.controller.sensors else ())
     if ep.mode == "jax":
         return step(t, x, c, *extra)
     shapes = (jax.ShapeDtypeStruct((ep.nu,), x.dtype), _shapes(ep))
 
-    def host(t, x, c, *sd):
+    def host(t, x, c, due, *sd):
+        if not due:
+            return np.zeros(ep.nu, x.dtype), jax.tree.map(lambda v, s: np.asarray(v, s.dtype), c, shapes[1])
         u, cn = step(float(t), np.asarray(x), jax.tree.map(np.asarray, c), *(np.asarray(s) for s in sd))
         return np.asarray(u, x.dtype), jax.tree.map(lambda v, s: np.asarray(v, s.dtype), cn, shapes[1])
 
-    return _host(host, shapes, t, x, c, *extra)
+    return _host(host, shapes, t, x, c, due, *extra)
 
 
-def _call_terminate(ep: EpisodePlan, t, x, sd):
+def _call_terminate(ep: EpisodePlan, t, x, sd, due):
     extra = (sd,) if ep.terminate_sensors else ()
     if ep.terminate_mode == "jax":
         return jnp.asarray(ep.terminate.fn(t, x, *extra)).astype(bool)
-    host = lambda t, x, *sd: np.asarray(bool(ep.terminate.fn(float(t), np.asarray(x), *sd)))  # noqa: E731
-    return _host(host, jax.ShapeDtypeStruct((), np.bool_), t, x, *extra)
+
+    def host(t, x, due, *sd):
+        return np.asarray(bool(due) and bool(ep.terminate.fn(float(t), np.asarray(x), *sd)))
+
+    return _host(host, jax.ShapeDtypeStruct((), np.bool_), t, x, due, *extra)
 
 
 def draw_state(base, scale, quaternions, seed, world, episode):
@@ -371,16 +386,16 @@ def begin(ep: EpisodePlan, sc, t, k, x, carry: dict, live, wid, seed, reset):
                     EPISODE_START: jnp.where(r, jnp.asarray(k, carry[EPISODE_START].dtype), carry[EPISODE_START]),
                     PENDING: jnp.where(r, 0, carry[PENDING]).astype(carry[PENDING].dtype)})
         if ep.controller is not None:
-            c0 = _state_leaves(ep, _call_init(ep, x, wid), carry, carry[CTRL].dtype)
+            c0 = _state_leaves(ep, _call_init(ep, x, wid, r), carry, carry[CTRL].dtype)
             new.update({name: jnp.where(r, c0[name], carry[name]) for name in c0})
         carry = {**carry, **new}
     if ep.controller is None:  # (a ctrl(t, x) function's u is recorded by ``applied``)
         return x, carry, None
     c = _controller_state(ep, carry)
     sd = _sensordata(ep, sc, t, x, carry[CTRL], carry)
-    u_new, c_new = _call_step(ep, t, x, c, sd)
     n_in = k - carry[EPISODE_START].astype(jnp.asarray(k).dtype) if ep.terminate is not None else k
     due = (n_in % ep.controller.every) == 0
+    u_new, c_new = _call_step(ep, t, x, c, sd, due & live)
     u = jnp.where(due, jnp.asarray(u_new, carry[CTRL].dtype).reshape(ep.nu), carry[CTRL])
     c_new = _state_leaves(ep, c_new, carry, carry[CTRL].dtype)
     carry = {**carry, CTRL: u, **{name: jnp.where(due, v, carry[name]) for name, v in c_new.items()}}
@@ -401,7 +416,7 @@ def end(ep: EpisodePlan, sc, t, k, x, carry: dict, ok, status, status_step):
     n_in = k + 1 - carry[EPISODE_START].astype(jnp.asarray(k).dtype)
     due = ok & ((n_in % ep.terminate.every) == 0)
     sd = _sensordata(ep, sc, t, x, carry.get(CTRL), carry) if ep.terminate_sensors else None
-    term = due & _call_terminate(ep, t, x, sd)
+    term = due & _call_terminate(ep, t, x, sd, due)
     if ep.on_terminate == "freeze":
         status = jnp.where(term, jnp.int8(STATUS_TERMINATED), status)
         status_step = jnp.where(term, k, status_step)

@@ -233,6 +233,16 @@ def _loop(plan: Plan, st: ChunkStatic, compiled, state, chunk_input, *, writer, 
     return np.array(st_h), np.array(sst_h), {name: np.asarray(v)[:B] for name, v in carry_h.items()}
 
 
+def _host_loop(plan: Plan, B: int):
+    """The run's closed loop on host arrays (``host_loop.HostLoop``) for a backend stepping whole segments, or None."""
+    if plan.episodes is None or plan.ctrl_mode not in ("controller", "none", "array"):
+        return None
+    from .host_loop import HostLoop
+
+    wids = plan.world_offset + np.arange(B, dtype=np.int64)
+    return HostLoop(plan.episodes, t0=plan.t0, dt=plan.dt, seed=plan.seed, wids=wids, reset=plan.reset)
+
+
 def _host_chunks(plan: Plan, B: int, sink: dict):
     """(chunk function, chunk_input) when the scene's backend runs whole chunks on the host (MuJoCo's own scheme
     on MuJoCo C: one batched mj_step call per chunk), else None: the compiled chunk. The function takes and
@@ -244,7 +254,8 @@ def _host_chunks(plan: Plan, B: int, sink: dict):
     req = ChunkRequest(integ=plan.integ, kind=plan.kind, dt=plan.dt, t0=plan.t0, steps=plan.steps,
                        record_every=plan.record_every, chunk=plan.chunk, ctrl_mode=plan.ctrl_mode,
                        params=tuple(plan.params.items()), carry=plan.carry_spec, outputs=plan.outputs,
-                       semantics=plan.output_semantics, closed_loop=plan.episodes is not None)
+                       semantics=plan.output_semantics, closed_loop=plan.episodes is not None,
+                       loop=_host_loop(plan, B))
     runner = plan.view.chunk_runner(req, B)
     if runner is None:
         return None

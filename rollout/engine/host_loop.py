@@ -1,0 +1,167 @@
+"""A run's closed loop on whole-batch host arrays, between whole-step calls of a backend that steps in C.
+
+``episodes.begin`` / ``episodes.end`` define one step of one world inside the compiled chunk. Where the backend
+steps MuJoCo's own scheme in C (``adapters/backends/host_closed.py``), the controller and the termination rule
+are instead evaluated here, on the host, only when due: the backend advances every live world to the next
+moment something is due (a controller call, a rule check, a recorded sample), one batched C call, and asks
+this object what happens there. The rules are those of ``episodes``, to the bit:
+
+- a world whose last step ended its episode restarts at its next step (state, warm start and controller state
+  as at an episode's start; ``reset_to="draw"`` draws with ``episodes.draw_state``);
+- the controller runs at steps ``k`` with ``(k - episode_start) % every == 0`` and its controls are held;
+- the rule runs on the state after step ``k`` with ``(k + 1 - episode_start) % every == 0``, at ``t + dt``.
+
+Functions are called only when due and only for the worlds due: NumPy functions world by world (exactly one
+call per world and due step), JAX functions once for the batch (``jit(vmap(fn))``, compiled once).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from mjharness.integrators import STATUS_TERMINATED
+
+from . import episodes as _ep
+
+
+def _world(tree, j: int):
+    """World ``j``'s leaves of a batched pytree, as NumPy arrays (what a NumPy function is given)."""
+    return jax.tree.map(lambda v: np.asarray(v[j]), tree)
+
+
+class HostLoop:
+    """``begin`` before a world's step, ``segment`` to the next due moment, ``end`` after the segment's last step.
+
+    ``carry``: {name: (B, ...)} host arrays, the integrator's entries and the loop's (``EpisodePlan.carry_spec``);
+    each method returns new arrays and never changes its arguments."""
+
+    def __init__(self, ep: _ep.EpisodePlan, *, t0: float, dt: float, seed: int, wids: np.ndarray, reset: tuple):
+        self.ep, self.t0, self.dt, self.seed = ep, np.float64(t0), np.float64(dt), seed
+        self.wids = np.asarray(wids, np.int64)
+        self.reset = reset                  # (x (B, n), cold carry {name: (B, ...)}) or ()
+        c, term = ep.controller, ep.terminate
+        if c is not None and ep.mode == "jax":
+            self._step = jax.jit(jax.vmap(c.step, in_axes=(None, 0, 0)))
+            self._init = jax.jit(jax.vmap(_ep._init_fn(c, ep.init_world)))
+        if term is not None and ep.terminate_mode == "jax":
+            self._rule = jax.jit(jax.vmap(lambda t, x: jnp.asarray(term.fn(t, x)).astype(bool), in_axes=(None, 0)))
+        if ep.draw_scale:
+            self._draw = jax.jit(jax.vmap(lambda b, w, e: _ep.draw_state(b, ep.draw_scale, ep.quaternions, seed, w, e)))
+
+    def time(self, k: int) -> np.float64:
+        """The engine's time of step ``k`` (``t0 + k dt``, as the chunk computes it)."""
+        return self.t0 + np.float64(k) * self.dt
+
+    # -- the controller state, leaves <-> pytree ----------------------------------------------------------
+
+    def _states(self, carry: dict, ids: np.ndarray):
+        leaves = [carry[name][ids].astype(dtype).reshape((len(ids),) + shape)
+                  for name, shape, dtype in self.ep.leaves]
+        return jax.tree_util.tree_unflatten(self.ep.treedef, leaves)
+
+    def _put_states(self, carry: dict, ids: np.ndarray, states) -> None:
+        dtype = carry[_ep.CTRL].dtype
+        for (name, _, _), v in zip(self.ep.leaves, jax.tree.leaves(states)):
+            carry[name][ids] = np.asarray(v).astype(dtype).reshape(carry[name][ids].shape)
+
+    def _init_states(self, x: np.ndarray, ids: np.ndarray):
+        ep = self.ep
+        if ep.mode == "jax":
+            return self._init(jnp.asarray(x[ids]), jnp.asarray(self.wids[ids]))
+        init = _ep._init_fn(ep.controller, ep.init_world)
+        shapes = _ep._shapes(ep)
+        per = [jax.tree.map(lambda v, s: np.asarray(v, s.dtype), init(np.asarray(x[w]), int(self.wids[w])), shapes)
+               for w in ids]
+        return jax.tree.map(lambda *vs: np.stack(vs), *per)
+
+    def _controls(self, t, x: np.ndarray, carry: dict, ids: np.ndarray):
+        ep, nu = self.ep, self.ep.nu
+        c = self._states(carry, ids)
+        if ep.mode == "jax":
+            u, cn = self._step(t, jnp.asarray(x[ids]), c)
+            return np.asarray(u, carry[_ep.CTRL].dtype).reshape(len(ids), nu), cn
+        shapes = _ep._shapes(ep)
+        us, cns = [], []
+        for j, w in enumerate(ids):
+            u, cn = ep.controller.step(float(t), np.asarray(x[w]), _world(c, j))
+            us.append(np.asarray(u, x.dtype).reshape(nu))
+            cns.append(jax.tree.map(lambda v, s: np.asarray(v, s.dtype), cn, shapes))
+        return np.stack(us).astype(carry[_ep.CTRL].dtype), jax.tree.map(lambda *vs: np.stack(vs), *cns)
+
+    def _terminated(self, t, x: np.ndarray, ids: np.ndarray) -> np.ndarray:
+        if self.ep.terminate_mode == "jax":
+            return np.asarray(self._rule(t, jnp.asarray(x[ids])), bool)
+        fn = self.ep.terminate.fn
+        return np.array([bool(fn(float(t), np.asarray(x[w]))) for w in ids], bool)
+
+    # -- the three moments ------------------------------------------------------------------------------
+
+    def begin(self, k: int, x: np.ndarray, carry: dict, live: np.ndarray) -> tuple[np.ndarray, dict]:
+        """Before step ``k`` of the ``live`` worlds: pending resets, then the controller where due."""
+        ep = self.ep
+        x, carry = x.copy(), {name: v.copy() for name, v in carry.items()}
+        if ep.resets:
+            r = np.flatnonzero(live & (carry[_ep.PENDING] > 0))
+            if len(r):
+                x_reset, cold = self.reset
+                e_next = carry[_ep.EPISODE][r] + 1
+                xr = x_reset[r]
+                if ep.draw_scale:
+                    xr = np.asarray(self._draw(jnp.asarray(xr), jnp.asarray(self.wids[r]),
+                                               jnp.asarray(e_next).astype(jnp.int32)))
+                x[r] = xr.astype(x.dtype)
+                for name, v in cold.items():
+                    carry[name][r] = v[r].astype(carry[name].dtype)
+                carry[_ep.EPISODE][r] = e_next
+                carry[_ep.EPISODE_START][r] = k
+                carry[_ep.PENDING][r] = 0
+                if ep.controller is not None:
+                    self._put_states(carry, r, self._init_states(x, r))
+        if ep.controller is not None:
+            n_in = k - self._start(carry)
+            due = np.flatnonzero(live & (n_in % ep.controller.every == 0))
+            if len(due):
+                u, cn = self._controls(self.time(k), x, carry, due)
+                carry[_ep.CTRL][due] = u
+                self._put_states(carry, due, cn)
+        return x, carry
+
+    def _start(self, carry: dict):
+        return carry[_ep.EPISODE_START].astype(np.int64) if self.ep.terminate is not None else 0
+
+    def segment(self, k: int, carry: dict, live: np.ndarray, limit: int) -> int:
+        """Steps from ``k`` (at least 1, at most ``limit``) the live worlds take before the next due moment: the
+        segment ends with the first step after which a rule is due, and before the next controller call."""
+        ep, g = self.ep, limit
+        if not live.any():
+            return g
+        start = self._start(carry)
+        start = start[live] if np.ndim(start) else start
+        if ep.controller is not None:
+            every = ep.controller.every
+            g = min(g, int(np.min(every - (k - start) % every)))  # the next call after k
+        if ep.terminate is not None:
+            every = ep.terminate.every
+            g = min(g, int(np.min((start - k - 1) % every)) + 1)  # the first step k' >= k the rule follows
+        return max(1, g)
+
+    def end(self, k: int, x: np.ndarray, carry: dict, ok: np.ndarray, status: np.ndarray,
+            status_step: np.ndarray) -> tuple[dict, np.ndarray, np.ndarray]:
+        """After step ``k`` (the segment's last) of the worlds whose steps all succeeded (``ok``): the rule."""
+        ep = self.ep
+        if ep.terminate is None:
+            return carry, status, status_step
+        n_in = k + 1 - self._start(carry)
+        due = np.flatnonzero(ok & (n_in % ep.terminate.every == 0))
+        if not len(due):
+            return carry, status, status_step
+        hit = due[self._terminated(self.time(k) + self.dt, x, due)]
+        carry, status, status_step = dict(carry), status.copy(), status_step.copy()
+        if ep.on_terminate == "freeze":
+            status[hit], status_step[hit] = STATUS_TERMINATED, k
+        pending = carry[_ep.PENDING].copy()
+        pending[hit] = 1
+        carry[_ep.PENDING] = pending
+        return carry, status, status_step
