@@ -393,14 +393,18 @@ def test_bench_reports_randomized_worlds_against_the_same_run_without():
     from mjharness.rollout import bench
 
     scene = MjScene("bench_pendulum", backend="mjx")
-    peers = ("backend_mujoco", "backend_mujoco_randomized")
+    peers = ("backend_mujoco", "backend_mujoco_randomized", "backend_mujoco_closed_loop")
     c = bench.bench_cell(scene, batch=3, steps=20, peers=peers, repeats=1, min_time=0.0, perturb=0.3, nthread=2)
     by = {r["peer"]: r for r in c["results"]}
     row = by["backend_mujoco_randomized"]
     assert row["trace_cache"] == "host" and row["randomize"] and row["finite"]  # whole chunks in C, per-world models
     assert row["agrees_with"] is None  # other physics: not held to mujoco.rollout's final states
+    loop = by["backend_mujoco_closed_loop"]
+    assert loop["trace_cache"] == "host" and loop["finite"] and loop["agrees_with"] is None
+    assert loop["vs_plain"] == min(loop["vs_plain_wall"], loop["vs_plain_cpu"])
     plain = by["backend_mujoco"]["world_steps_per_s"]
-    assert row["vs_unrandomized_wall"] == pytest.approx(row["world_steps_per_s"] / plain)
-    assert row["vs_unrandomized"] == min(row["vs_unrandomized_wall"], row["vs_unrandomized_cpu"])
+    assert row["vs_plain_wall"] == pytest.approx(row["world_steps_per_s"] / plain)
+    assert row["vs_plain"] == min(row["vs_plain_wall"], row["vs_plain_cpu"])
     assert len(row["cpu_call_s"]) == row["calls"]
-    assert "randomized / un-randomized" in bench.format_table({"machine": bench.machine_info(), "cells": [c]})
+    assert "randomized or closed loop / the same run without" in bench.format_table(
+        {"machine": bench.machine_info(), "cells": [c]})

@@ -18,9 +18,9 @@ from .peers import (
     DEFAULT_PEERS,
     ENGINE_PEERS,
     NATIVE,
-    RANDOMIZED_PAIRS,
     RAW_PEERS,
     REFERENCE,
+    VARIANT_PAIRS,
     BenchError,
     check_counts,
     check_peers,
@@ -154,13 +154,13 @@ def add_ratios(rows) -> None:
         if peer in by and native in by:
             next(r for r in rows if r["peer"] == peer)["vs_mujoco_rollout"] = by[peer] / by[native]
     cpu = {r["peer"]: sum(r["cpu_call_s"]) / len(r["cpu_call_s"]) for r in rows if r.get("cpu_call_s")}
-    for peer, plain in RANDOMIZED_PAIRS:  # per-world models against the same run without: the worse of wall and CPU
+    for peer, plain, _ in VARIANT_PAIRS:  # against the same run without what the peer adds: worse of wall and CPU
         if peer in by and plain in by:
             row = next(r for r in rows if r["peer"] == peer)
-            row["vs_unrandomized_wall"] = by[peer] / by[plain]
+            row["vs_plain_wall"] = by[peer] / by[plain]
             if peer in cpu and plain in cpu and cpu[peer] > 0:
-                row["vs_unrandomized_cpu"] = cpu[plain] / cpu[peer]
-            row["vs_unrandomized"] = min(row["vs_unrandomized_wall"], row.get("vs_unrandomized_cpu", math.inf))
+                row["vs_plain_cpu"] = cpu[plain] / cpu[peer]
+            row["vs_plain"] = min(row["vs_plain_wall"], row.get("vs_plain_cpu", math.inf))
     if "rollout" in by and "rollout_h5" in by:
         for r in rows:
             if r["peer"] == "rollout_h5":

@@ -33,7 +33,8 @@ def scene_scheme(scene) -> str | None:
 
 
 def engine_peer(name, scene, x0, *, integ, dt, steps, record_every, sample, chained, clock, extra,
-                chunk=None, out=None, outputs=None, randomize=None, context=contextlib.nullcontext) -> Peer:
+                chunk=None, out=None, outputs=None, randomize=None, context=contextlib.nullcontext,
+                **loop) -> Peer:
     """A peer whose call is one ``rollout()`` of ``steps`` steps from the state (x, t0).
 
     ``sample``: which recorded sample of the warm-up call is the state after the cell's steps (the
@@ -41,7 +42,8 @@ def engine_peer(name, scene, x0, *, integ, dt, steps, record_every, sample, chai
     from x0: a whole run as a user makes it). ``clock``: ``"run_s"`` times the engine's compiled chunk
     calls and their host transfer, ``"wall"`` the whole ``rollout()`` call. ``extra(stats)``: the
     peer's own fields of its result row. ``context()``: entered around every call (e.g. files without
-    chunk checksums, to measure what they cost). ``randomize``: drawn per world (the same draws every call).
+    chunk checksums, to measure what they cost). ``randomize``: drawn per world (the same draws every call);
+    ``loop``: a closed loop (``ctrl``, ``terminate``, ``on_terminate``) run in every call.
     """
     from mjharness.rollout import rollout
     from mjharness.rollout.engine import integrator_config
@@ -54,7 +56,7 @@ def engine_peer(name, scene, x0, *, integ, dt, steps, record_every, sample, chai
         with context():
             r = rollout(scene, integ, dt=dt, steps=steps, x0=x, t0=t0, record_every=record_every, chunk=chunk,
                         out=out, overwrite=True, progress=False, keep=out is None, outputs=outputs,
-                        randomize=randomize)
+                        randomize=randomize, **loop)
         wall = time.perf_counter() - t
         stats.append(r.stats)
         if not firsts:

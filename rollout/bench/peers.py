@@ -40,12 +40,12 @@ import time
 from mjharness.integrators.errors import UserError
 from mjharness.rollout.h5.format import without_checksums
 
-from .backends import RANDOMIZED_PAIRS, setup_backend_peer
+from .backends import CLOSED_LOOP_PAIRS, RANDOMIZED_PAIRS, setup_backend_peer
 from .engine_peer import engine_peer, integrators, scene_scheme
 from .outputs import setup_outputs_peer
 from .timing import Peer, compile_timed, device_peak, result_row, timed, warm, xla_peak
 
-__all__ = ["RANDOMIZED_PAIRS", "RAW_PEERS", "ENGINE_PEERS", "DEFAULT_PEERS", "REFERENCE", "NATIVE", "BenchError",
+__all__ = ["VARIANT_PAIRS", "RAW_PEERS", "ENGINE_PEERS", "DEFAULT_PEERS", "REFERENCE", "NATIVE", "BenchError",
            "peer_names", "check_peers", "check_counts", "scene_scheme", "same_scheme", "setup_peer", "native_states"]
 
 RAW_PEERS = ("mjx_step", "mjx_forward", "mujoco_rollout", "mujoco_rollout_rk4")
@@ -55,7 +55,11 @@ ENGINE_PEERS = ("rollout", "rollout_h5", "rollout_h5_nocheck")
 FILE_PEERS = {"rollout_h5": contextlib.nullcontext, "rollout_h5_nocheck": without_checksums}
 OUTPUT_PEERS = ("rollout_outputs",)  # rollout() recording outputs (bench/outputs.py)
 # rollout() on another dynamics backend (bench/backends.py); backend_mujoco_rk4: MuJoCo C stepping RK4
-BACKEND_PEERS = ("backend_mujoco", "backend_mujoco_rk4", "backend_warp") + tuple(p for p, _ in RANDOMIZED_PAIRS)
+BACKEND_PEERS = ("backend_mujoco", "backend_mujoco_rk4", "backend_warp") + tuple(
+    p for p, _ in RANDOMIZED_PAIRS + CLOSED_LOOP_PAIRS)
+# Peers against the same run without what they add (per-world models, a closed loop): (peer, plain peer, what)
+VARIANT_PAIRS = tuple((p, q, "randomized") for p, q in RANDOMIZED_PAIRS) + tuple(
+    (p, q, "closed loop") for p, q in CLOSED_LOOP_PAIRS)
 # The default selection: every raw and engine peer, and the two integrators the targets compare.
 DEFAULT_PEERS = ("mjx_step", "mjx_forward", "semi_implicit_euler", "rk4", "mujoco_rollout", "rollout", "rollout_h5",
                  "rollout_h5_nocheck")
@@ -96,8 +100,9 @@ def same_scheme(scene) -> tuple[str, ...]:
     they must agree (to rounding and solver tolerance), which shows they did the same work."""
     own = scene_scheme(scene)
     # The backend peers step with the scene's own scheme when it names one (bench/backends.py).
-    # RK4 on any scene: its own pair; randomized worlds step other physics.
-    backends = tuple(p for p in BACKEND_PEERS if p != "backend_mujoco_rk4" and p not in dict(RANDOMIZED_PAIRS))
+    # RK4 on any scene: its own pair; randomized worlds and closed loops step other physics.
+    variants = {v for v, _, _ in VARIANT_PAIRS}
+    backends = tuple(p for p in BACKEND_PEERS if p != "backend_mujoco_rk4" and p not in variants)
     return (REFERENCE, NATIVE) + ENGINE_PEERS + ((own,) + backends if own else ())
 
 

@@ -1,0 +1,32 @@
+"""scripts/record_test_durations.py reads pytest's JUnit report into per-file and slowest-test figures."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _script():
+    path = ROOT / "scripts" / "record_test_durations.py"
+    spec = importlib.util.spec_from_file_location("record_test_durations", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_junit_report_becomes_per_file_totals_and_the_slowest_tests(tmp_path):
+    rec = _script()
+    junit = tmp_path / "j.xml"
+    junit.write_text('<testsuites><testsuite name="pytest">'
+                     '<testcase classname="tests.test_a" name="test_one" time="2.5"/>'
+                     '<testcase classname="tests.test_a" name="test_two" time="1.0"/>'
+                     '<testcase classname="tests.test_b" name="test_x[p]" time="7.25"/>'
+                     '</testsuite></testsuites>')
+    cases = rec.durations(str(junit))
+    assert cases == [("tests.test_a::test_one", 2.5), ("tests.test_a::test_two", 1.0),
+                     ("tests.test_b::test_x[p]", 7.25)]
+    s = rec.summary(cases, wall_s=12.34, load=(0.1, 0.2, 0.3), returncode=0)
+    assert s["files"] == {"tests/test_b.py": 7.2, "tests/test_a.py": 3.5}  # rounded to 0.1 s, longest first
+    assert s["slowest"][0] == ["tests.test_b::test_x[p]", 7.25] and s["tests"] == 3 and s["wall_s"] == 12.3
