@@ -12,7 +12,8 @@ this object what happens there. The rules are those of ``episodes``, to the bit:
 - the rule runs on the state after step ``k`` with ``(k + 1 - episode_start) % every == 0``, at ``t + dt``.
 
 Functions are called only when due and only for the worlds due: NumPy functions world by world (exactly one
-call per world and due step), JAX functions once for the batch (``jit(vmap(fn))``, compiled once).
+call per world and due step), JAX functions once for the whole batch (``jit(vmap(fn))``, compiled once for its
+one shape; pure, so the worlds not due are simply not used).
 """
 
 from __future__ import annotations
@@ -51,8 +52,8 @@ class HostLoop:
 
     # -- the controller state, leaves <-> pytree ----------------------------------------------------------
 
-    def _states(self, carry: dict, ids: np.ndarray):
-        leaves = [carry[name][ids].astype(dtype).reshape((len(ids),) + shape)
+    def _states(self, carry: dict, ids):
+        leaves = [carry[name][ids].astype(dtype).reshape((-1,) + shape)
                   for name, shape, dtype in self.ep.leaves]
         return jax.tree_util.tree_unflatten(self.ep.treedef, leaves)
 
@@ -63,8 +64,8 @@ class HostLoop:
 
     def _init_states(self, x: np.ndarray, ids: np.ndarray):
         ep = self.ep
-        if ep.mode == "jax":
-            return self._init(jnp.asarray(x[ids]), jnp.asarray(self.wids[ids]))
+        if ep.mode == "jax":  # the whole batch (one compiled shape), the worlds due taken from it
+            return jax.tree.map(lambda v: np.asarray(v)[ids], self._init(jnp.asarray(x), jnp.asarray(self.wids)))
         init = _ep._init_fn(ep.controller, ep.init_world)
         shapes = _ep._shapes(ep)
         per = [jax.tree.map(lambda v, s: np.asarray(v, s.dtype), init(x[w].copy(), int(self.wids[w])), shapes)
@@ -73,10 +74,11 @@ class HostLoop:
 
     def _controls(self, t, x: np.ndarray, carry: dict, ids: np.ndarray):
         ep, nu = self.ep, self.ep.nu
+        if ep.mode == "jax":  # the whole batch (one compiled shape), the worlds due taken from it
+            u, cn = self._step(t, jnp.asarray(x), self._states(carry, slice(None)))
+            return (np.asarray(u, carry[_ep.CTRL].dtype)[ids].reshape(len(ids), nu),
+                    jax.tree.map(lambda v: np.asarray(v)[ids], cn))
         c = self._states(carry, ids)
-        if ep.mode == "jax":
-            u, cn = self._step(t, jnp.asarray(x[ids]), c)
-            return np.asarray(u, carry[_ep.CTRL].dtype).reshape(len(ids), nu), cn
         # World by world; the pytree is taken apart once (leaf lists), not mapped per world (µs per call count
         # at a thousand worlds every few steps).
         step, treedef, t = ep.controller.step, ep.treedef, float(t)
@@ -94,7 +96,7 @@ class HostLoop:
 
     def _terminated(self, t, x: np.ndarray, ids: np.ndarray) -> np.ndarray:
         if self.ep.terminate_mode == "jax":
-            return np.asarray(self._rule(t, jnp.asarray(x[ids])), bool)
+            return np.asarray(self._rule(t, jnp.asarray(x)), bool)[ids]
         fn, t = self.ep.terminate.fn, float(t)
         return np.array([bool(fn(t, x[w].copy())) for w in ids], bool)
 
@@ -110,9 +112,9 @@ class HostLoop:
                 x_reset, cold = self.reset
                 e_next = carry[_ep.EPISODE][r] + 1
                 xr = x_reset[r]
-                if ep.draw_scale:
-                    xr = np.asarray(self._draw(jnp.asarray(xr), jnp.asarray(self.wids[r]),
-                                               jnp.asarray(e_next).astype(jnp.int32)))
+                if ep.draw_scale:  # the whole batch (one compiled shape), the worlds reset taken from it
+                    e_all = (carry[_ep.EPISODE] + 1).astype(np.int32)
+                    xr = np.asarray(self._draw(jnp.asarray(x_reset), jnp.asarray(self.wids), jnp.asarray(e_all)))[r]
                 x[r] = xr.astype(x.dtype)
                 for name, v in cold.items():
                     carry[name][r] = v[r].astype(carry[name].dtype)
