@@ -242,6 +242,30 @@ def test_batched_forward_stage_equals_the_per_world_loop(name):
     assert not batched(pool, "implicit", None) and batched(pool, "euler", None) == (not pool._damped)
 
 
+def test_batched_forward_with_per_world_fields_equals_the_per_world_loop():
+    """Randomized worlds' stages: Batch.forward with per-simulation fields gives the per-world loop's bits (each
+    world's fields written into a model copy), including a world the batch's checks would reset."""
+    from mjharness.adapters.backends.host_batch import BatchForward, batched
+
+    scene = _scene("arm")
+    pool, m = scene._host, scene.model
+    B = 5
+    x0, ctrl = worlds(m, B)
+    x0[3, m.nq] = 2e10  # |qvel| beyond 1e10: Batch.forward would reset it; the stage takes it as given
+    rng = np.random.default_rng(4)
+    mass = m.body_mass * rng.uniform(0.5, 1.5, (B, m.nbody))
+    damping = rng.uniform(0.0, 0.5, (B, m.nv))
+    layout = (("body_mass", m.nbody), ("dof_damping", m.nv))
+    p = np.concatenate([mass, damping], axis=1)
+    ws = rng.standard_normal((B, m.nv))
+    t, h = np.linspace(0.0, 0.1, B), np.full(B, m.opt.timestep)
+    ref = pool.evaluate("forward", t, x0, ctrl, ws, h, fields=(layout, p))
+    np.testing.assert_array_equal(BatchForward(pool, layout)(t, x0, ctrl, ws, h, p), ref)
+    assert not np.array_equal(ref, pool.evaluate("forward", t, x0, ctrl, ws, h))  # the fields mattered
+    assert batched(pool, "forward", None, layout) and not batched(pool, "euler", None, layout)
+    assert not batched(pool, "forward", None, (("opt.nonexistent", 1),))
+
+
 def test_batched_forward_takes_bad_states_as_given():
     """Batch.forward would reset a world with |qvel| > 1e10 (mj_step's checks); the stage sees the state as given."""
     from mjharness.adapters.backends.host_batch import BatchForward
@@ -387,6 +411,22 @@ def test_a_randomized_world_mj_step_would_reset_reruns_on_its_own_model():
 
     np.testing.assert_array_equal(fast.x[:, 1], by_hand(fast.model_params))
     assert not np.array_equal(fast.x[:, 1], by_hand({}))
+
+
+def test_randomized_stage_path_keeps_its_bits(monkeypatch):
+    """RK38 (stage by stage) on randomized worlds: the same bits with Batch.forward's per-simulation fields as with
+    the per-world loop it replaces."""
+    from mjharness.adapters.backends import host_batch
+
+    scene = _scene("box_on_plane")
+    x0 = initial_states(scene, 3, seed=1, perturb=0.5)
+    kw = dict(dt=0.01, steps=8, x0=x0, record_every=2, progress=False, randomize=RANDOMIZE, seed=2)
+    fast = rollout(scene, RK38(), **kw)
+    monkeypatch.setattr(host_batch, "batched", lambda *a, **k: False)
+    scene2 = MjScene(load_scene("box_on_plane", mjx="strict"), backend="mujoco", threads=2)  # its own host fns
+    looped = rollout(scene2, RK38(), **kw)
+    np.testing.assert_array_equal(fast.x, looped.x)
+    np.testing.assert_array_equal(fast.carry["qacc_warmstart"], looped.carry["qacc_warmstart"])
 
 
 def test_bench_reports_randomized_worlds_against_the_same_run_without():

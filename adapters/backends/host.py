@@ -252,8 +252,10 @@ def make_field_evaluator(pool: HostPool, mode: str, force: np.ndarray | None, la
         force = np.ascontiguousarray(force, dtype=np.float64).reshape(-1, pool.model.nv)
     width = pool.width + (0 if force is None else force.size)
 
-    def host(t, x, ctrl, ws, h, p, out=None):
-        return pool.evaluate(mode, t, x, ctrl, ws, h, force=force, fields=(layout, p), out=out)
+    # mj_forward only: the whole batch in C, the fields per simulation (host_batch.py: no Python per world).
+    host = (_host_batch.forward_caller(pool, layout) if _host_batch.batched(pool, mode, force, layout) else
+            lambda t, x, ctrl, ws, h, p, out=None: pool.evaluate(mode, t, x, ctrl, ws, h, force=force,
+                                                                  fields=(layout, p), out=out))
 
     @jax.custom_jvp
     def evaluate(t, x, ctrl, ws, h, p):
