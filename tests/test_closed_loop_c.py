@@ -218,3 +218,39 @@ def test_a_failing_world_in_a_closed_loop_freezes_as_in_the_stage_path():
     np.testing.assert_array_equal(fast.status_step, staged.status_step)
     assert np.abs(fast.x - staged.x).max() <= 1e-12 * max(1.0, np.abs(staged.x).max())
     np.testing.assert_array_equal(fast.ctrl, staged.ctrl)
+
+
+def test_functions_may_take_the_world_index():
+    """``ctrl(t, x, world)``, ``step(t, x, c, world)`` and ``terminate(t, x, world)`` get the global world index,
+    NumPy or JAX, on the whole-segment path and in the compiled chunk."""
+    import jax.numpy as jnp
+
+    scene = MjScene(mujoco.MjModel.from_xml_string(BOX), backend="mujoco", threads=2)
+    B, steps = 3, 20
+    x0 = np.tile(scene.x0(), (B, 1))
+
+    def init(x0):
+        return {"n": np.zeros(())}
+
+    def np_step(t, x, c, world):
+        return np.array([0.1 * world]), {"n": c["n"] + 1}
+
+    def jax_step(t, x, c, world):
+        return jnp.array([0.1 * world]), {"n": c["n"] + 1}
+
+    def np_rule(t, x, world):  # only world 1, after 8 steps
+        return bool(world == 1 and t > 0.039)
+
+    def jax_rule(t, x, world):
+        return (world == 1) & (t > 0.039)
+
+    for integ in (SemiImplicitEuler(), _Staged()):
+        for step, rule in ((np_step, np_rule), (jax_step, jax_rule)):
+            r = rollout(scene, integ, steps=steps, x0=x0, ctrl=Controller(init, step, every=2),
+                        terminate=Termination(rule, every=2), on_terminate="freeze", progress=False)
+            assert (r.stats["trace_cache"] == "host") == (type(integ) is SemiImplicitEuler)
+            np.testing.assert_array_equal(r.ctrl[0, :, 0], [0.0, 0.1, 0.2])
+            assert list(r.status) == [0, 4, 0] and r.status_step[1] == 7  # rule due after steps 2, 4, 6, 8: t 0.04
+    r = rollout(scene, _Staged(), steps=4, x0=x0, ctrl=lambda t, x, world: jnp.array([0.5 * world]),
+                progress=False)
+    np.testing.assert_array_equal(r.ctrl[-1, :, 0], [0.0, 0.5, 1.0])

@@ -139,7 +139,7 @@ def _advance_world(scene, st: ChunkStatic):
             x, carry, u_loop = _ep.begin(ep, sc, t, k, x, carry, live, wid, c.seed, reset)
             u = u_loop if mode == "controller" else u
         if mode == "callable":
-            u = ctrl_fn(t, x)
+            u = ctrl_fn(t, x, wid) if _ep.takes_world(ctrl_fn) else ctrl_fn(t, x)
             carry = _ep.applied(ep, carry, u) if ep is not None else carry
         elif mode == "none":
             u = None
@@ -163,17 +163,19 @@ def _advance_world(scene, st: ChunkStatic):
         carry = jax.tree.map(lambda new, old: jnp.where(ok, jnp.asarray(new, old.dtype), old), cn, carry_before)
         status, status_step = jnp.where(fail, code, status), jnp.where(fail, k, status_step)
         if ep is not None:  # the termination rule on the committed state
-            carry, status, status_step = _ep.end(ep, sc, t + c.dt, k, x, carry, ok, status, status_step)
+            carry, status, status_step = _ep.end(ep, sc, t + c.dt, k, x, carry, ok, status, status_step, wid)
         return x, carry, status, status_step
 
     u_axis = 0 if mode == "array" else None
     return jax.vmap(world, in_axes=(0, 0, 0, 0, None, None, 0, u_axis, 0, 0))
 
 
-def _ctrl_at(st: ChunkStatic, u, t, s: WorldState):
+def _ctrl_at(st: ChunkStatic, u, t, s: WorldState, wids):
     """The controls an output evaluation sees: the last step's (array; a controller's, held in the carry), the
     policy's at (t, x) (callable)."""
     if st.ctrl_mode == "callable":
+        if _ep.takes_world(st.ctrl_fn):
+            return jax.vmap(st.ctrl_fn, in_axes=(None, 0, 0))(t, s.x, wids)
         return jax.vmap(st.ctrl_fn, in_axes=(None, 0))(t, s.x)
     if st.ctrl_mode == "controller":
         return s.carry[_ep.CTRL]
@@ -210,7 +212,7 @@ def chunk_fn(scene, st: ChunkStatic):
             k_eval = kr[-1] if st.semantics == "sampled" else kr[-1] + 1
             at = pre if st.semantics == "sampled" else s
             t = inp.consts.t0 + k_eval * inp.consts.dt
-            u = _ctrl_at(st, ur[-1], t, at)
+            u = _ctrl_at(st, ur[-1], t, at, inp.wids)
             return s, (s.x, s.carry, evaluate(at.x, at.carry, t, u, inp.params))
 
         evaluate = _outputs_batched(scene, st)

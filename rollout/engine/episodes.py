@@ -128,6 +128,18 @@ def _qualname(fn) -> str:
     return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
 
 
+def takes_world(fn) -> bool:
+    """Whether a user function asks for the world index: it has a positional parameter named ``world`` (its last),
+    e.g. ``ctrl(t, x, world)``, ``step(t, x, c, world)``, ``terminate(t, x, world)``; the global world index is
+    then passed there (an int on the host, an int64 scalar in JAX code)."""
+    try:
+        ps = [p for p in inspect.signature(fn).parameters.values()
+              if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        return False
+    return bool(ps) and ps[-1].name == "world"
+
+
 def _positional(fn) -> int:
     """The number of positional parameters ``fn`` takes (-1: *args or unknown)."""
     try:
@@ -154,8 +166,9 @@ def _init_fn(ctrl: Controller, init_world: bool):
 
 
 def _rule_reads_sensors(term: Termination) -> bool:
-    """A rule gets sensordata when it says so or takes a third parameter: ``fn(t, x, sensordata)``."""
-    return term.sensors or _positional(term.fn) == 3
+    """A rule gets sensordata when it says so or takes a third parameter besides ``world``:
+    ``fn(t, x, sensordata)`` (``fn(t, x, sensordata, world)``)."""
+    return term.sensors or _positional(term.fn) - takes_world(term.fn) == 3
 
 
 def _leaf_name(path) -> str:
@@ -187,16 +200,18 @@ def check_controller(ctrl: Controller, x0: np.ndarray, world_offset: int, nu: in
             raise RolloutError(f"Controller.init: state leaf {jax.tree_util.keystr(path)!r} is {a.dtype}, not numeric")
         spec.append((_leaf_name(path), tuple(a.shape), str(a.dtype)))
     sd = (np.zeros(sensor_dim),) if ctrl.sensors else ()
+    wd = (int(worlds[0]),) if takes_world(ctrl.step) else ()
     t_abs, x_abs = jax.ShapeDtypeStruct((), jnp.float64), jax.ShapeDtypeStruct((n,), jnp.float64)
     c_abs = jax.tree.map(lambda v: jax.ShapeDtypeStruct(np.shape(v), np.asarray(v).dtype), c_first)
     sd_abs = tuple(jax.ShapeDtypeStruct(s.shape, jnp.float64) for s in sd)
-    mode = "jax" if _traceable(ctrl.step, t_abs, x_abs, c_abs, *sd_abs) and _traceable(
+    w_abs = tuple(jax.ShapeDtypeStruct((), jnp.int64) for _ in wd)
+    mode = "jax" if _traceable(ctrl.step, t_abs, x_abs, c_abs, *sd_abs, *w_abs) and _traceable(
         init, x_abs, jax.ShapeDtypeStruct((), jnp.int64)) else "host"
     try:
-        u, c_next = ctrl.step(0.0, np.array(x0[0]), c_first, *sd)
+        u, c_next = ctrl.step(0.0, np.array(x0[0]), c_first, *sd, *wd)
     except Exception as e:  # noqa: BLE001
-        raise RolloutError(f"Controller.step(t, x, c{', sensordata' if ctrl.sensors else ''}) failed on world 0: "
-                           f"{type(e).__name__}: {e}") from e
+        raise RolloutError(f"Controller.step(t, x, c{', sensordata' if ctrl.sensors else ''}"
+                           f"{', world' if wd else ''}) failed on world 0: {type(e).__name__}: {e}") from e
     if np.shape(u) != (nu,):
         raise RolloutError(f"Controller.step must return (u, c_next) with u of shape ({nu},) (nu={nu}); "
                            f"u has shape {np.shape(u)}")
@@ -240,22 +255,23 @@ def as_termination(terminate) -> Termination | None:
                        f"{type(terminate).__name__}")
 
 
-def check_termination(term: Termination, x0: np.ndarray, sensor_dim: int) -> tuple[str, bool]:
+def check_termination(term: Termination, x0: np.ndarray, sensor_dim: int, world0: int = 0) -> tuple[str, bool]:
     """(mode, passes sensordata), checked by calling the rule on world 0."""
     if not callable(term.fn):
         raise RolloutError("Termination(fn): fn must be a callable")
     _every("Termination.every", term.every)
     sensors = _rule_reads_sensors(term)
     sd = (np.zeros(sensor_dim),) if sensors else ()
+    wd = (world0,) if takes_world(term.fn) else ()
     try:
-        out = term.fn(0.0, np.array(x0[0]), *sd)
+        out = term.fn(0.0, np.array(x0[0]), *sd, *wd)
     except Exception as e:  # noqa: BLE001
         raise RolloutError(f"terminate(t, x{', sensordata' if sensors else ''}) failed on world 0: "
                            f"{type(e).__name__}: {e}") from e
     if np.shape(out) != ():
         raise RolloutError(f"terminate(t, x) must return one bool per world (shape ()), returned shape {np.shape(out)}")
     abs_ = (jax.ShapeDtypeStruct((), jnp.float64), jax.ShapeDtypeStruct((x0.shape[1],), jnp.float64)) + tuple(
-        jax.ShapeDtypeStruct(s.shape, jnp.float64) for s in sd)
+        jax.ShapeDtypeStruct(s.shape, jnp.float64) for s in sd) + tuple(jax.ShapeDtypeStruct((), jnp.int64) for _ in wd)
     return ("jax" if _traceable(term.fn, *abs_) else "host"), sensors
 
 
@@ -324,28 +340,35 @@ def _call_init(ep: EpisodePlan, x, wid, due):
     return _host(host, shapes, x, wid, due)
 
 
-def _call_step(ep: EpisodePlan, t, x, c, sd, due):
-    step, extra = ep.controller.step, ((sd,) if ep.controller.sensors else ())
+def _call_step(ep: EpisodePlan, t, x, c, sd, due, wid):
+    step = ep.controller.step
+    extra = ((sd,) if ep.controller.sensors else ()) + ((wid,) if takes_world(step) else ())
     if ep.mode == "jax":
         return step(t, x, c, *extra)
     shapes = (jax.ShapeDtypeStruct((ep.nu,), x.dtype), _shapes(ep))
 
-    def host(t, x, c, due, *sd):
+    def host(t, x, c, due, *extra):
         if not due:
             return np.zeros(ep.nu, x.dtype), jax.tree.map(lambda v, s: np.asarray(v, s.dtype), c, shapes[1])
-        u, cn = step(float(t), np.asarray(x), jax.tree.map(np.asarray, c), *(np.asarray(s) for s in sd))
+        u, cn = step(float(t), np.asarray(x), jax.tree.map(np.asarray, c), *_host_args(extra))
         return np.asarray(u, x.dtype), jax.tree.map(lambda v, s: np.asarray(v, s.dtype), cn, shapes[1])
 
     return _host(host, shapes, t, x, c, due, *extra)
 
 
-def _call_terminate(ep: EpisodePlan, t, x, sd, due):
-    extra = (sd,) if ep.terminate_sensors else ()
-    if ep.terminate_mode == "jax":
-        return jnp.asarray(ep.terminate.fn(t, x, *extra)).astype(bool)
+def _host_args(extra) -> list:
+    """sensordata as an array, the world index as an int (what a NumPy function is given)."""
+    return [np.asarray(a) if np.ndim(a) else int(a) for a in extra]
 
-    def host(t, x, due, *sd):
-        return np.asarray(bool(due) and bool(ep.terminate.fn(float(t), np.asarray(x), *sd)))
+
+def _call_terminate(ep: EpisodePlan, t, x, sd, due, wid):
+    fn = ep.terminate.fn
+    extra = ((sd,) if ep.terminate_sensors else ()) + ((wid,) if takes_world(fn) else ())
+    if ep.terminate_mode == "jax":
+        return jnp.asarray(fn(t, x, *extra)).astype(bool)
+
+    def host(t, x, due, *extra):
+        return np.asarray(bool(due) and bool(fn(float(t), np.asarray(x), *_host_args(extra))))
 
     return _host(host, jax.ShapeDtypeStruct((), np.bool_), t, x, due, *extra)
 
@@ -395,7 +418,7 @@ def begin(ep: EpisodePlan, sc, t, k, x, carry: dict, live, wid, seed, reset):
     sd = _sensordata(ep, sc, t, x, carry[CTRL], carry)
     n_in = k - carry[EPISODE_START].astype(jnp.asarray(k).dtype) if ep.terminate is not None else k
     due = (n_in % ep.controller.every) == 0
-    u_new, c_new = _call_step(ep, t, x, c, sd, due & live)
+    u_new, c_new = _call_step(ep, t, x, c, sd, due & live, wid)
     u = jnp.where(due, jnp.asarray(u_new, carry[CTRL].dtype).reshape(ep.nu), carry[CTRL])
     c_new = _state_leaves(ep, c_new, carry, carry[CTRL].dtype)
     carry = {**carry, CTRL: u, **{name: jnp.where(due, v, carry[name]) for name, v in c_new.items()}}
@@ -409,14 +432,14 @@ def applied(ep: EpisodePlan, carry: dict, u) -> dict:
     return {**carry, CTRL: jnp.asarray(u, carry[CTRL].dtype).reshape(carry[CTRL].shape)}
 
 
-def end(ep: EpisodePlan, sc, t, k, x, carry: dict, ok, status, status_step):
+def end(ep: EpisodePlan, sc, t, k, x, carry: dict, ok, status, status_step, wid):
     """After a world's committed step (``ok``): the termination rule. Returns (carry, status, status_step)."""
     if ep.terminate is None:
         return carry, status, status_step
     n_in = k + 1 - carry[EPISODE_START].astype(jnp.asarray(k).dtype)
     due = ok & ((n_in % ep.terminate.every) == 0)
     sd = _sensordata(ep, sc, t, x, carry.get(CTRL), carry) if ep.terminate_sensors else None
-    term = due & _call_terminate(ep, t, x, sd, due)
+    term = due & _call_terminate(ep, t, x, sd, due, wid)
     if ep.on_terminate == "freeze":
         status = jnp.where(term, jnp.int8(STATUS_TERMINATED), status)
         status_step = jnp.where(term, k, status_step)

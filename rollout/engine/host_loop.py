@@ -38,11 +38,17 @@ class HostLoop:
         self.wids = np.asarray(wids, np.int64)
         self.reset = reset                  # (x (B, n), cold carry {name: (B, ...)}) or ()
         c, term = ep.controller, ep.terminate
+        # Each function as f(t, x, [c,] world), whichever form the user wrote (episodes.takes_world).
+        self._step_w = c is not None and _ep.takes_world(c.step)
+        self._rule_w = term is not None and _ep.takes_world(term.fn)
         if c is not None and ep.mode == "jax":
-            self._step = jax.jit(jax.vmap(c.step, in_axes=(None, 0, 0)))
+            step = c.step if self._step_w else (lambda t, x, c_, w: c.step(t, x, c_))
+            self._step = jax.jit(jax.vmap(step, in_axes=(None, 0, 0, 0)))
             self._init = jax.jit(jax.vmap(_ep._init_fn(c, ep.init_world)))
         if term is not None and ep.terminate_mode == "jax":
-            self._rule = jax.jit(jax.vmap(lambda t, x: jnp.asarray(term.fn(t, x)).astype(bool), in_axes=(None, 0)))
+            rule = term.fn if self._rule_w else (lambda t, x, w: term.fn(t, x))
+            self._rule = jax.jit(jax.vmap(lambda t, x, w: jnp.asarray(rule(t, x, w)).astype(bool),
+                                          in_axes=(None, 0, 0)))
         if ep.draw_scale:
             self._draw = jax.jit(jax.vmap(lambda b, w, e: _ep.draw_state(b, ep.draw_scale, ep.quaternions, seed, w, e)))
 
@@ -75,7 +81,7 @@ class HostLoop:
     def _controls(self, t, x: np.ndarray, carry: dict, ids: np.ndarray):
         ep, nu = self.ep, self.ep.nu
         if ep.mode == "jax":  # the whole batch (one compiled shape), the worlds due taken from it
-            u, cn = self._step(t, jnp.asarray(x), self._states(carry, slice(None)))
+            u, cn = self._step(t, jnp.asarray(x), self._states(carry, slice(None)), jnp.asarray(self.wids))
             return (np.asarray(u, carry[_ep.CTRL].dtype)[ids].reshape(len(ids), nu),
                     jax.tree.map(lambda v: np.asarray(v)[ids], cn))
         c = self._states(carry, ids)
@@ -86,9 +92,11 @@ class HostLoop:
         dtypes = [np.dtype(d) for _, _, d in ep.leaves]
         u_out = np.empty((len(ids), nu), carry[_ep.CTRL].dtype)
         c_out = [np.empty_like(v) for v in leaves]
+        world = self._step_w
         for j, w in enumerate(ids):
             # copies, as the compiled chunk's callback gives: a function that writes into x or c changes no run state
-            u, cn = step(t, x[w].copy(), treedef.unflatten([np.array(v[j]) for v in leaves]))
+            c_j = treedef.unflatten([np.array(v[j]) for v in leaves])
+            u, cn = step(t, x[w].copy(), c_j, int(self.wids[w])) if world else step(t, x[w].copy(), c_j)
             u_out[j] = np.asarray(u, x.dtype).reshape(nu)
             for out, v, d in zip(c_out, jax.tree.leaves(cn), dtypes):
                 out[j] = np.asarray(v, d)
@@ -96,8 +104,10 @@ class HostLoop:
 
     def _terminated(self, t, x: np.ndarray, ids: np.ndarray) -> np.ndarray:
         if self.ep.terminate_mode == "jax":
-            return np.asarray(self._rule(t, jnp.asarray(x)), bool)[ids]
+            return np.asarray(self._rule(t, jnp.asarray(x), jnp.asarray(self.wids)), bool)[ids]
         fn, t = self.ep.terminate.fn, float(t)
+        if self._rule_w:
+            return np.array([bool(fn(t, x[w].copy(), int(self.wids[w]))) for w in ids], bool)
         return np.array([bool(fn(t, x[w].copy())) for w in ids], bool)
 
     # -- the three moments ------------------------------------------------------------------------------

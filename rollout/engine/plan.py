@@ -265,12 +265,16 @@ def check_ctrl(scene, ctrl, B: int, steps: int, n: int):
     if callable(ctrl):
         if nu == 0:
             raise RolloutError("ctrl is a callable but the scene has no actuators (nu=0)")
+        world = (jax.ShapeDtypeStruct((), jnp.int64),) if _ep.takes_world(ctrl) else ()
+        form = "ctrl(t, x, world)" if world else "ctrl(t, x)"
         try:
-            out = jax.eval_shape(ctrl, jax.ShapeDtypeStruct((), jnp.float64), jax.ShapeDtypeStruct((n,), jnp.float64))
+            out = jax.eval_shape(ctrl, jax.ShapeDtypeStruct((), jnp.float64), jax.ShapeDtypeStruct((n,), jnp.float64),
+                                 *world)
         except Exception as e:
-            raise RolloutError(f"ctrl(t, x) could not be traced with t () and x ({n},): {e}") from e
+            raise RolloutError(f"{form} could not be traced with t (), x ({n},){' and world ()' if world else ''}: "
+                               f"{e}") from e
         if tuple(out.shape) != (nu,):
-            raise RolloutError(f"ctrl(t, x) must return shape ({nu},) (nu={nu}), returned {tuple(out.shape)}")
+            raise RolloutError(f"{form} must return shape ({nu},) (nu={nu}), returned {tuple(out.shape)}")
         return "callable", None, ctrl
     arr = np.asarray(ctrl, dtype=np.float64)
     if nu == 0:
@@ -491,7 +495,7 @@ def check_episodes(scene, start, x0: np.ndarray, carry_spec: tuple, carry0: dict
     mode, init_world, treedef, leaves, c0 = "jax", False, None, (), {}
     if isinstance(ctrl, Controller):
         mode, init_world, treedef, leaves, c0 = _ep.check_controller(ctrl, x0, world_offset, view.nu, sdim)
-    t_mode, t_sensors = ("jax", False) if term is None else _ep.check_termination(term, x0, sdim)
+    t_mode, t_sensors = ("jax", False) if term is None else _ep.check_termination(term, x0, sdim, world_offset)
     resets = term is not None and start.on_terminate == "reset"
     reset_to = _ep.check_reset_to(start.reset_to, scene) if resets else "x0"
     draw_scale, quats = (), ()
