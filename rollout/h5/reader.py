@@ -26,8 +26,11 @@ from .errors import CorruptFileError, FileNotReadyError, RolloutFileError
 from .format import FORMAT, decode_attr, is_output
 from .layout import carry_dict, carry_layout_from_table, carry_size, carry_slots_of_table, layout_from_table
 from .model import asset_name, model_from_mjb, model_from_xml
+from .tables import read_table
 
 MODEL_SOURCES = ("auto", "mjb", "xml")
+# Where each table is, by format version: the version 2 group first, then version 1's compound dataset.
+TABLES = {"layout": ("layout_table", "layout"), "episodes": ("episodes",), "sensors": ("sensors/table",)}
 # Reads of a file being written that fail (a checksum of a chunk its writer is rewriting) are retried this
 # often before the error is raised: a torn read resolves as soon as the writer's write completes.
 LIVE_READ_ATTEMPTS = 20
@@ -173,12 +176,28 @@ class RolloutFile:
     @property
     def layout(self) -> StateLayout:
         if self._layout is None:
-            self._layout = layout_from_table(self.read("layout"))
+            self._layout = layout_from_table(self.table("layout"))
         return self._layout
 
     @property
     def layout_table(self) -> np.ndarray:
-        return self.read("layout")
+        return self.table("layout")
+
+    def table(self, name: str) -> np.ndarray:
+        """Table ``name`` ("layout", "episodes" or "sensors") as a numpy structured array, strings as bytes,
+        from a file of either format version (version 2: a group of columns; version 1: a compound dataset)."""
+        if name not in TABLES:
+            raise KeyError(f"{self.path}: no table {name!r} (tables: {', '.join(TABLES)})")
+        path = next((p for p in TABLES[name] if p in self._f), None)
+        if path is None:
+            raise KeyError(f"{self.path}: no /{TABLES[name][0]} table in this file")
+        for attempt in range(LIVE_READ_ATTEMPTS if self._swmr else 1):
+            try:
+                return read_table(self._f[path])
+            except OSError as e:
+                err = e
+                time.sleep(0.001 * (attempt + 1))
+        raise read_error(self.path, self._f, path, (), err, live=self._live()) from None
 
     def state(self, name: str) -> np.ndarray:
         """One named state over time: (T, B, *shape)."""
@@ -193,7 +212,7 @@ class RolloutFile:
         """The carry's (name, size) pairs in vector order; () for a file without a carry."""
         if self._carry_layout is None:
             try:
-                cl = carry_layout_from_table(self.read("layout"))
+                cl = carry_layout_from_table(self.table("layout"))
             except StateError as e:
                 raise RolloutFileError(f"{self.path}: {e}") from None
             nc_file = self._f["carry"].shape[2] if "carry" in self._f else 0
@@ -225,7 +244,7 @@ class RolloutFile:
 
     def carry_entry(self, name: str) -> np.ndarray:
         """One carry entry over the flushed samples, (T, B, *declared shape) (e.g. a closed loop's ``ctrl``)."""
-        slots = carry_slots_of_table(self.read("layout"))
+        slots = carry_slots_of_table(self.table("layout"))
         if name not in slots:
             raise KeyError(f"{self.path}: the carry has no entry {name!r} (entries: {sorted(slots)})")
         shape, off, size = slots[name]
@@ -237,7 +256,7 @@ class RolloutFile:
     @property
     def ctrl(self) -> np.ndarray:
         """The controls a ``Controller`` applied during each flushed sample's step, (T, B, nu)."""
-        if "ctrl" not in carry_slots_of_table(self.read("layout")):
+        if "ctrl" not in carry_slots_of_table(self.table("layout")):
             raise KeyError(f"{self.path}: no /ctrl: the run had no Controller (its controls were inputs)")
         return self.carry_entry("ctrl")
 
@@ -388,7 +407,7 @@ class RolloutFile:
         """The ``/sensors/table`` rows (name, type, object, adr, dim, cutoff, noise); [] without sensordata."""
         if "sensors/table" not in self._f:
             return []
-        return [{k: decode_attr(r[k]) for k in r.dtype.names} for r in self._f["sensors/table"][()]]
+        return [{k: decode_attr(r[k]) for k in r.dtype.names} for r in self.table("sensors")]
 
     def sensor(self, name: str) -> np.ndarray:
         """Sensor ``name`` (T, B, dim): the virtual dataset ``/sensors/<name>`` over ``/outputs/sensordata``."""
