@@ -122,6 +122,7 @@ class FileSpec:
     model_param_attrs: dict = field(default_factory=dict)  # field -> {attr: value} on /model_params/<field>
     carry_views: tuple = ()     # carry entries also shown at the root (virtual over /carry): "ctrl", "episode"
     code: dict = field(default_factory=dict)  # role -> function the run called (/code: source text, sha256)
+    ctrl_input: np.ndarray | None = None  # (B, steps, nu) controls given as an array (/inputs/ctrl: a rerun's input)
     history: str | None = None  # CF history: the command line or call (None: this process's command line or
                                 # a rollout(...) call rebuilt from attrs)
 

@@ -61,6 +61,8 @@ def _datasets(group, prefix=""):
 def _axis(name: str, ds, T: int, B: int) -> int | None:
     """The world axis of a shard dataset (1 time-major, 0 per-world) or None (copied as is)."""
     base = name.rsplit("/", 1)[-1]
+    if decode_attr(ds.attrs.get("CLASS")) == "DIMENSION_SCALE":
+        return None  # an axis: copied (world axes are rebuilt over the whole batch in _mirror_axes)
     if name.startswith("model_params/") or base in PER_WORLD:
         return 0 if ds.shape[:1] == (B,) else None
     if name in ("qpos", "qvel"):

@@ -26,6 +26,7 @@ from .errors import CorruptFileError, FileNotReadyError, RolloutFileError
 from .format import FORMAT, decode_attr, is_output
 from .layout import carry_dict, carry_layout_from_table, carry_size, carry_slots_of_table, layout_from_table
 from .model import asset_name, model_from_mjb, model_from_xml
+from .provenance import read_code
 from .tables import read_table
 
 MODEL_SOURCES = ("auto", "mjb", "xml")
@@ -311,6 +312,13 @@ class RolloutFile:
         return None if sig is None else int(sig)
 
     @property
+    def code(self) -> dict:
+        """{role: {module, qualname, file, sha256, importable, source}} of the functions the run called
+        (``/code``; {} for files written before it): ``ctrl``, ``controller.init``, ``controller.step``,
+        ``terminate``, ``output.<name>``."""
+        return read_code(self._f)
+
+    @property
     def source_xml(self) -> str | None:
         ds = self._f.get("model/source_xml")
         return None if ds is None else decode_attr(ds[()])
@@ -320,7 +328,8 @@ class RolloutFile:
         g = self._f.get("model/assets")
         if g is None:
             return {}
-        return {decode_attr(g[k].attrs.get("name", asset_name(k))): self.read(f"model/assets/{k}").tobytes() for k in g}
+        return {decode_attr(g[k].attrs.get("name", asset_name(k))): self.read(f"model/assets/{k}").tobytes()
+                for k in _fields(g)}
 
     def model(self, source: str = "auto") -> mujoco.MjModel:
         """The ``MjModel`` that ran. ``source``: ``"mjb"`` the lossless binary model (bit for bit in
@@ -357,13 +366,14 @@ class RolloutFile:
     def model_params(self) -> dict:
         """Per-world model fields {field: (B, ...)}: ``/model_params`` (``/model/params`` in older files)."""
         where = next((p for p in ("model_params", "model/params") if p in self._f), None)
-        return {} if where is None else {k: self.read(f"{where}/{k}") for k in self._f[where]}
+        return {} if where is None else {k: self.read(f"{where}/{k}") for k in _fields(self._f[where])}
 
     @property
     def model_param_attrs(self) -> dict:
         """{field: {attr: value}} of the per-world model fields (``randomize``: the distributions, JSON)."""
         g = self._f.get("model_params")
-        return {} if g is None else {k: {a: decode_attr(v) for a, v in g[k].attrs.items()} for k in g}
+        return {} if g is None else {k: {a: decode_attr(v) for a, v in g[k].attrs.items() if a not in _AXIS_KEYS}
+                                     for k in _fields(g)}
 
     @property
     def output_names(self) -> tuple:
@@ -430,6 +440,18 @@ class RolloutFile:
         T = self._f["x"].shape[0]
         return (f"RolloutFile({self.path!r}, samples={self.samples}/{T}, batch={B}, n={n}, "
                 f"nc={carry_size(self.carry_layout)}, complete={self.complete})")
+
+
+_AXIS_KEYS = ("DIMENSION_LIST", "REFERENCE_LIST", "CLASS", "NAME", "long_name", "units")
+
+
+def _fields(g) -> list[str]:
+    """The data of a group, not its axes (dimension scales: ``world``, ``_<field>_<axis>``)."""
+    return [k for k in g if not is_scale(g[k])]
+
+
+def is_scale(ds) -> bool:
+    return decode_attr(ds.attrs.get("CLASS")) == "DIMENSION_SCALE"
 
 
 def open_rollout(path) -> RolloutFile:

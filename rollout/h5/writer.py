@@ -15,6 +15,7 @@ the samples of the last chunk fully flushed.
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import os
 import queue
@@ -229,6 +230,8 @@ def _populate(f: h5py.File, spec: FileSpec, x0, carry_layout, c0, record) -> Non
     if spec.outputs:
         _create_outputs(f, spec, T, B, model)
     write_code(f, spec.code)
+    if spec.ctrl_input is not None:
+        _write_ctrl_input(f, np.asarray(spec.ctrl_input, dtype=np.float64), model)
     _describe_root(f, spec, model)
     f.attrs["content_sha256"] = content_digest(f)
 
@@ -243,6 +246,25 @@ LAYOUT_COLUMNS = {c: {"long_name": d, "units": "1"} for c, d in (
     ("size", "scalars in x"), ("deriv_offset", "offset into the derivative"), ("deriv_size", "derivative scalars"),
     ("diffusion_offset", "offset into the diffusion buffer"), ("diffusion_size", "diffusion scalars"),
     ("noise_count", "local noise count"))}
+
+
+def _write_ctrl_input(f: h5py.File, ctrl: np.ndarray, model) -> None:
+    """``/inputs/ctrl`` (B, steps, nu): the controls the run was given as an array, so a rerun has them."""
+    g = f.create_group("inputs")
+    ds = g.create_dataset("ctrl", data=ctrl, chunks=True, **checksum_kwargs()) if ctrl.size else \
+        g.create_dataset("ctrl", data=ctrl)
+    names = [mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_ACTUATOR, i) or f"actuator{i}" for i in range(model.nu)] \
+        if model is not None and model.nu == ctrl.shape[2] else [str(i) for i in range(ctrl.shape[2])]
+    for i, (axis, labels) in enumerate((("world", np.arange(ctrl.shape[0], dtype=np.int64)),
+                                       ("step", np.arange(ctrl.shape[1], dtype=np.int64)),
+                                       ("actuator", np.array(names, dtype=h5py.string_dtype())))):
+        scale = g.create_dataset(axis, data=labels)
+        scale.make_scale(axis)
+        cf.describe(scale, {"world": "world index", "step": "step index", "actuator": "actuator name"}[axis], "1")
+        ds.dims[i].attach_scale(scale)
+    units = [cf.actuator_units(model, i) for i in range(model.nu)] if model is not None and model.nu else ["1"]
+    cf.describe(ds, "controls given to the run, one per step (ctrl input)", cf.common_units(units, "the actuators"))
+    ds.attrs["sha256"] = hashlib.sha256(np.ascontiguousarray(ctrl).tobytes()).hexdigest()
 
 
 def _units_model(spec: FileSpec, record) -> mujoco.MjModel | None:
