@@ -430,6 +430,24 @@ class RolloutFile:
             return self.read("outputs/sensordata", np.s_[: self.samples, :, a:b])
         return self.read(f"sensors/{name}", np.s_[: self.samples])
 
+    # -- generic readers --------------------------------------------------------------------------------
+
+    def to_xarray(self, group: str | None = None):
+        """The datasets of ``group`` (root by default; "outputs", "sensors", "episodes", ...) as an
+        ``xarray.Dataset`` with the file's dimension names, coordinates and CF attributes, over the samples
+        flushed so far: safe on a file being written (``frames.to_xarray``)."""
+        from .frames import to_xarray
+
+        return to_xarray(self, group)
+
+    def to_pandas(self, table: str):
+        """Table ``"episodes"``, ``"contacts"`` or ``"sensors"`` as a ``pandas.DataFrame``: one row per episode,
+        per valid contact (of every flushed sample and world; vector columns split ``pos_x``, ...) or per
+        sensor, strings as ``str`` (``frames.to_pandas``)."""
+        from .frames import to_pandas
+
+        return to_pandas(self, table)
+
     @property
     def h5(self) -> h5py.File:
         """The open ``h5py.File`` (read-only)."""
