@@ -195,7 +195,9 @@ def _mirror_axes(g: h5py.File, f0: h5py.File, B_total: int) -> None:
                 del ds.attrs[key]
     for name, ds in _datasets(f0):
         if _is_world_scale(ds):
-            g.create_dataset(name, data=np.arange(B_total, dtype=np.int64)).make_scale("world")
+            world = g.create_dataset(name, data=np.arange(B_total, dtype=np.int64))
+            world.make_scale("world")
+            world.attrs.update({k: v for k, v in ds.attrs.items() if k not in SCALE_ATTRS})
     for name, ds in _datasets(f0):
         if name in ("qpos", "qvel") or name not in g:  # qpos/qvel: rebuilt with their axes by writer._virtual
             continue

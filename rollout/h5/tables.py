@@ -32,6 +32,7 @@ def write_table(parent: h5py.Group, name: str, table: np.ndarray, row_axis: str,
     labels = np.arange(len(table), dtype=np.int64) if row_labels is None else _column(np.asarray(row_labels))
     axis = g.create_dataset(row_axis, data=labels)
     axis.make_scale(row_axis)
+    axis.attrs.update(long_name=f"row of the {name} table", units="1")
     g.attrs["columns"] = ",".join(table.dtype.names)
     for col in table.dtype.names:
         data = _column(np.asarray(table[col]))
