@@ -154,6 +154,14 @@ def decode_attr(v):
     return v
 
 
+def array_attr(ds, key: str):
+    """An array-valued attribute of ``ds``: on the dataset itself (version 1) or, for the 2-D ones netCDF cannot
+    read (``pair_geom``), in the dataset whose path the attribute holds (version 2). None when absent."""
+    v = ds.attrs.get(key)
+    path = decode_attr(v) if isinstance(v, (str, bytes)) else None
+    return ds.file[path][()] if path and path in ds.file else v
+
+
 def compression_kwargs(compression) -> dict:
     if compression is None or compression is False:
         return {}
