@@ -68,8 +68,7 @@ def _values(rf, path: str, ds: h5py.Dataset, dims: tuple) -> np.ndarray:
 def to_xarray(rf, group: str | None = None):
     """The datasets of ``group`` (the root by default; ``"outputs"``, ``"sensors"``, ``"episodes"``, ...) as an
     ``xarray.Dataset`` over the flushed samples."""
-    import xarray as xr
-
+    xr = _need("xarray")
     where = group.strip("/") if group else ""
     g = rf.h5[where] if where else rf.h5
     if not isinstance(g, h5py.Group):
@@ -89,11 +88,18 @@ def to_xarray(rf, group: str | None = None):
 
 def to_pandas(rf, table: str):
     """Table ``table`` ("episodes", "contacts" or "sensors") as a ``pandas.DataFrame``."""
-    import pandas as pd
-
     if table not in PANDAS_TABLES:
         raise ValueError(f"to_pandas: table must be one of {PANDAS_TABLES}, got {table!r}")
-    return pd.DataFrame(_ROWS[table](rf))
+    return _need("pandas").DataFrame(_ROWS[table](rf))
+
+
+def _need(module: str):
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise ImportError(f"this conversion needs {module}: pip install {module} (or mjharness[dev])") from None
 
 
 def _episodes(rf) -> dict:
