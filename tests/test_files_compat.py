@@ -64,12 +64,16 @@ def _module(path: Path):
 
 @pytest.fixture(scope="session")
 def bar_files(tmp_path_factory):
-    """The bar's small files, written once: plain, outputs, closed loop with resets, randomized, joined."""
+    """The bar's small files, written once: plain, outputs, closed loop with resets, randomized, joined (and a
+    resumed one)."""
     d = tmp_path_factory.mktemp("bar")
     (d / "loop_ctrl.py").write_text(CONTROLLER)
     ctl = _module(d / "loop_ctrl.py")
-    paths = {k: str(d / f"{k}.h5") for k in ("plain", "outputs", "loop", "random", "joined")}
+    paths = {k: str(d / f"{k}.h5") for k in ("plain", "outputs", "loop", "random", "joined", "resumed")}
     rollout(cached_scene("double_pendulum"), None, steps=6, batch=2, out=paths["plain"], **QUIET)
+    # a resume reopens the file for writing: what it adds must stay in the 1.10 format too
+    rollout(cached_scene("double_pendulum"), None, steps=4, batch=2, chunk=2, out=paths["resumed"], **QUIET)
+    rollout(cached_scene("double_pendulum"), None, steps=8, chunk=2, resume=paths["resumed"], **QUIET)
     rollout(BOX, None, steps=6, batch=2, out=paths["outputs"],
             outputs=("sensordata", "contact_force", "contacts:2", "energy"), **QUIET)
     rollout(cached_scene("arm"), "semi_implicit_euler", steps=20, batch=2, ctrl=Controller(ctl.init, ctl.step),

@@ -602,12 +602,12 @@ def open_for_write(path: str) -> h5py.File:
 
 
 def open_rw(path: str) -> h5py.File:
-    """``path`` opened read-write in the 1.10 format (``LIBVER``); a version 1 file written with HDF5 2.0's
-    latest format (whose objects a v1.14 bound refuses) in that format instead."""
-    try:
-        return h5py.File(path, "r+", libver=LIBVER, locking=False)
-    except OSError:
-        return h5py.File(path, "r+", libver="latest", locking=False)
+    """``path`` opened read-write: a version 2 file in the 1.10 format it was written in (``LIBVER``), so what
+    is added stays readable by HDF5 1.10; a version 1 file in the latest format, as it was written (HDF5
+    cannot extend its newer objects under a lower bound)."""
+    with h5py.File(path, "r", locking=False) as f:
+        version = int(decode_attr(f.attrs.get("format_version", 1)) or 1)
+    return h5py.File(path, "r+", libver=LIBVER if version >= 2 else "latest", locking=False)
 
 
 def layout_rows(f: h5py.File) -> np.ndarray:
