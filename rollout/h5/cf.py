@@ -267,10 +267,14 @@ def history_line(created: str, attrs: dict, given: str | None = None) -> str:
     return f"{created} {given or command_line() or api_call(attrs)}"
 
 
+def title(attrs: dict) -> str:
+    """CF ``title``: what was rolled out, how many worlds and steps."""
+    return f"mjharness rollout of {attrs.get('scene') or 'a model'}: {attrs.get('batch', '?')} worlds, " \
+           f"{attrs.get('steps', '?')} steps of {attrs.get('dt', '?')} s"
+
+
 def global_attrs(attrs: dict, history: str | None = None) -> dict:
     """The CF root attributes of a new file."""
     created = str(attrs.get("created") or "")
-    title = f"mjharness rollout of {attrs.get('scene') or 'a model'}: {attrs.get('batch', '?')} worlds, " \
-            f"{attrs.get('steps', '?')} steps of {attrs.get('dt', '?')} s"
-    return dict(Conventions=CONVENTIONS, title=title, history=history_line(created, attrs, history), source=source(),
-                comment="layout and conventions: mjharness docs/files.md")
+    return dict(Conventions=CONVENTIONS, title=title(attrs), history=history_line(created, attrs, history),
+                source=source(), comment="layout and conventions: mjharness docs/files.md")

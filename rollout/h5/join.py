@@ -111,6 +111,10 @@ def join_shards(out: str, paths) -> dict:
                 if k in g.attrs:
                     del g.attrs[k]
             g.attrs["batch"] = B_total
+            if "title" in g.attrs:  # CF: the whole batch, not shard 0's share
+                from . import cf
+
+                g.attrs["title"] = cf.title({k: decode_attr(v) for k, v in g.attrs.items()})
             g.attrs["samples"] = samples
             g.attrs["complete"] = complete
             g.attrs["shards"] = [os.path.basename(i["path"]) for i in infos]
