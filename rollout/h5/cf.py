@@ -215,13 +215,20 @@ def _version(dist: str) -> str:
 @functools.cache
 def git_revision() -> str | None:
     """The project's git revision (``describe --always --dirty``) when it runs from a checkout, else None."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    try:
-        out = subprocess.run(["git", "-C", here, "describe", "--always", "--dirty", "--abbrev=12"],
-                             capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # rollout/h5/cf.py
+
+    def git(*args) -> str | None:
+        try:
+            out = subprocess.run(["git", "-C", root, *args], capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return out.stdout.strip() or None if out.returncode == 0 else None
+
+    # Only this project's own checkout: an installed copy inside some other repository has no revision of ours.
+    top = git("rev-parse", "--show-toplevel")
+    if top is None or os.path.realpath(top) != os.path.realpath(root):
         return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
+    return git("describe", "--always", "--dirty", "--abbrev=12")
 
 
 @functools.cache
