@@ -118,7 +118,7 @@ def test_xarray_engines_open_every_group_with_named_axes_and_units(bar_files, en
         with xr.open_dataset(path, engine=engine) as root:
             assert root.attrs["Conventions"].startswith("CF-") and root.attrs["format_version"] == 2
             assert "mujoco" in root.attrs["source"] and "h5py" in root.attrs["source"]
-            assert "rollout(" in root.attrs["history"] or "mjharness" in root.attrs["history"]
+            assert "mjharness.rollout.rollout(" in root.attrs["history"] and "steps=" in root.attrs["history"]
 
 
 def test_cf_units_flags_and_tables(bar_files):
