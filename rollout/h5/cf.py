@@ -244,8 +244,9 @@ def source() -> str:
 
 def command_line() -> str | None:
     """The ``mjharness`` command line that runs this process, or None when called from Python."""
-    prog = os.path.basename(sys.argv[0]) if sys.argv else ""
-    if prog in ("mjharness", "__main__.py") or prog.startswith("mjharness"):
+    argv0 = (sys.argv[0] if sys.argv else "").replace(os.sep, "/")
+    # the console script, or `python -m mjharness.rollout.cli` (how multi-process workers are started)
+    if os.path.basename(argv0).startswith("mjharness") or argv0.endswith("rollout/cli/__main__.py"):
         return shlex.join(["mjharness", *sys.argv[1:]])
     return None
 
