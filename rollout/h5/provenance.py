@@ -5,8 +5,8 @@ rerun it or to know whether it changed. ``/code/<role>`` (roles ``ctrl``, ``cont
 ``controller.step``, ``terminate``, ``output.<name>``) holds the function's source text (``inspect``;
 empty where Python has none: a builtin, a compiled function) with attributes ``module``, ``qualname``,
 ``file``, ``sha256`` (of the source text) and ``importable`` (a module-level name that ``import``
-finds again, not a lambda or a closure); ``/code/modules/<file>`` holds the whole text of each file
-those functions were defined in, so the file alone shows what ran. ``resolve`` finds a recorded
+finds again, not a lambda, a closure or the running script's); ``/code/modules/<file>`` holds the
+whole text of each file those functions were defined in, so the file alone shows what ran. ``resolve`` finds a recorded
 function again and refuses one whose source changed since the run.
 """
 
@@ -48,7 +48,14 @@ def code_record(fn) -> dict:
     qualname = getattr(fn, "__qualname__", type(fn).__qualname__)
     text = _source(fn)
     return dict(module=getattr(fn, "__module__", None) or "", qualname=qualname, file=_file(fn), source=text,
-                sha256=_sha256(text), importable="<" not in qualname and bool(getattr(fn, "__module__", None)))
+                sha256=_sha256(text), importable=_importable(fn, qualname))
+
+
+def _importable(fn, qualname: str) -> bool:
+    """Whether ``import module; module.<qualname>`` can find ``fn`` again in another process: a module-level
+    name (not a lambda, not nested), in a module that is not the running script (``__main__``)."""
+    module = getattr(fn, "__module__", None)
+    return bool(module) and module != "__main__" and "<" not in qualname
 
 
 def write_code(f: h5py.File, code: dict) -> None:

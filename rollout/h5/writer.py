@@ -415,11 +415,10 @@ def _create_outputs(f: h5py.File, spec: FileSpec, T: int, B: int, model) -> None
         ds.attrs.setdefault("units", "unknown")
         ds.dims[0].attach_scale(time)
         ds.dims[1].attach_scale(world)
-        axes = [labels, comps] if len(shape) == 2 else [comps or labels]
-        for i, lab in enumerate(axes):
-            if i < len(shape):  # every axis named: component labels, or indices where there are none
-                lab = lab if lab and len(lab) == shape[i] else [str(j) for j in range(shape[i])]
-                ds.dims[2 + i].attach_scale(_label_scale(f, f"outputs/_{key}_{2 + i}", lab))
+        axes = [labels, comps] if len(shape) >= 2 else [comps or labels]
+        for i, size in enumerate(shape):  # every axis named: its labels, or indices where there are none
+            lab = axes[i] if i < len(axes) and axes[i] and len(axes[i]) == size else [str(j) for j in range(size)]
+            ds.dims[2 + i].attach_scale(_label_scale(f, f"outputs/_{key}_{2 + i}", lab))
     if spec.sensors:
         units = [cf.sensor_units(model, r) for r in spec.sensors]
         rows = np.array([(r["name"], r["type"], r["object"], r["adr"], r["dim"], r["cutoff"], r["noise"], u)
