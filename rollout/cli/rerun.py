@@ -4,7 +4,8 @@
 
 The model is the file's binary model (``/model/mjb``, the model that ran, bit for bit), the initial
 states its ``/x0``, the settings its root attributes (integrator with its configuration, dt, steps,
-record_every, seed, t0, chunk, backend, quaternion policy, outputs, randomize, termination), array
+record_every, seed, t0, chunk, backend, quaternion policy, float width, outputs, randomize,
+termination; explicit per-world ``model_params`` when the run did not randomize), array
 controls its ``/inputs/ctrl``, and the functions it called (controller, ``ctrl(t, x)``, termination
 rule, output functions) are imported again from where ``/code`` says they came from; one whose source
 changed since the run (its SHA-256 differs) is refused. On the same backend the new file's ``/x``
@@ -157,6 +158,12 @@ def command(args) -> int:
     if os.path.abspath(args.out) == os.path.abspath(args.file):
         raise CliError("--out must be a new file, not FILE itself")
     scene, integ, kw = rerun_call(args.file)
+    with open_rollout(args.file) as f:
+        x64 = f.attrs.get("x64")
+    if x64 is not None:  # the run's float width, before anything is traced (as `run --dtype` sets it)
+        import jax
+
+        jax.config.update("jax_enable_x64", bool(x64))
     rollout(scene, integ, out=args.out, overwrite=args.overwrite, progress=not args.no_progress, keep=False, **kw)
     with open_rollout(args.file) as old, open_rollout(args.out) as new:
         same = old.x.shape == new.x.shape and np.array_equal(old.x.view(np.uint8), new.x.view(np.uint8))
