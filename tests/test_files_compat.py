@@ -233,6 +233,24 @@ def test_to_xarray_on_a_file_being_written_sees_the_flushed_prefix(tmp_path):
         w.close(complete=False)
 
 
+def test_to_xarray_of_every_group_equals_what_xarray_opens(bar_files):
+    xr = pytest.importorskip("xarray")
+    for kind in ("outputs", "loop", "joined"):
+        path = bar_files[kind]
+        groups = _groups(path)
+        with open_rollout(path) as f:  # closed before xarray opens the file (HDF5 wants one set of open flags)
+            ours = {g: f.to_xarray(None if g == "/" else g).load() for g in groups}
+        for g, a in ours.items():
+            with xr.open_dataset(path, engine="h5netcdf", group=g) as b:
+                assert set(a.variables) == set(b.variables) and dict(a.sizes) == dict(b.sizes), (kind, g)
+                for k in a.variables:
+                    assert a[k].dims == b[k].dims, (kind, g, k)
+                    if a[k].dtype.kind in "fiu":
+                        assert a[k].values.tobytes() == b[k].values.astype(a[k].dtype).tobytes(), (kind, g, k)
+                    else:
+                        assert a[k].values.tolist() == b[k].values.tolist(), (kind, g, k)
+
+
 def test_to_pandas_tables(bar_files):
     with open_rollout(bar_files["outputs"]) as f:
         c = f.to_pandas("contacts")

@@ -62,6 +62,8 @@ def _values(rf, path: str, ds: h5py.Dataset, dims: tuple) -> np.ndarray:
         return rf.carry_entry(path).reshape((rf.samples, rf.batch) + ds.shape[2:])
     sel = np.s_[: rf.samples] if dims[:1] == ("time",) else ()
     v = rf.read(path, sel)
+    if isinstance(v, bytes):  # a scalar string (the MJCF, a source text)
+        return np.array(v.decode(), dtype=object)
     return _text(v) if v.dtype.kind in "OS" else v
 
 
