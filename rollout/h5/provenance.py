@@ -55,7 +55,8 @@ def _importable(fn, qualname: str) -> bool:
     """Whether ``import module; module.<qualname>`` can find ``fn`` again in another process: a module-level
     name (not a lambda, not nested), in a module that is not the running script (``__main__``)."""
     module = getattr(fn, "__module__", None)
-    return bool(module) and module != "__main__" and "<" not in qualname
+    named = inspect.isfunction(fn) or inspect.isclass(fn) or inspect.ismethod(fn)  # not a partial, not an instance
+    return named and bool(module) and module != "__main__" and "<" not in qualname
 
 
 def write_code(f: h5py.File, code: dict) -> None:
