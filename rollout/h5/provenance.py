@@ -129,8 +129,8 @@ def resolve(path: str, role: str, rec: dict):
     """The function recorded as ``role``: imported again and checked against its recorded source digest."""
     where = f"{path}: /code/{role} ({rec['module']}.{rec['qualname']})"
     if not rec.get("importable"):
-        raise RolloutFileError(f"{where} is not importable (a lambda or a function defined inside another); "
-                               f"rerun it from Python with the same function")
+        raise RolloutFileError(f"{where} is not importable by name (a lambda, a nested function, a partial or "
+                               f"the running script's); rerun it from Python with the same function")
     try:
         obj = _load(rec)
         for part in rec["qualname"].split("."):
