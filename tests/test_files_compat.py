@@ -339,3 +339,15 @@ def test_units_follow_the_joint_and_actuator_kind():
     assert (unit("jointvel", "joint:slide"), unit("jointactfrc", "joint:elbow")) == ("m/s", "N m")
     assert (unit("actuatorfrc", "actuator:slide"), unit("actuatorpos", "actuator:yaw")) == ("N", "rad")
     assert cf.joint_units(m) == (["rad"] * 3 + ["m"], ["rad/s"] * 3 + ["m/s"])
+
+
+def test_rerun_refuses_a_lambda_and_show_says_so(tmp_path, capsys):
+    p = str(tmp_path / "lam.h5")
+    rollout(cached_scene("arm"), None, steps=2, batch=1, ctrl=lambda t, x: 0.0 * x[:4], out=p, **QUIET)
+    with open_rollout(p) as f:
+        assert not f.code["ctrl"]["importable"]
+        assert "lambda t, x: 0.0 * x[:4]" in f.code["ctrl"]["source"]  # the text is kept all the same
+    assert cli_main(["show", p]) == 0
+    assert "NOT importable" in capsys.readouterr().out
+    assert cli_main(["rerun", p, "--out", str(tmp_path / "again.h5"), "--no-progress"]) == 2
+    assert "not importable by name" in capsys.readouterr().err
