@@ -262,7 +262,8 @@ def _write_ctrl_input(f: h5py.File, ctrl: np.ndarray, model) -> None:
         scale.make_scale(axis)
         cf.describe(scale, {"world": "world index", "step": "step index", "actuator": "actuator name"}[axis], "1")
         ds.dims[i].attach_scale(scale)
-    units = [cf.actuator_units(model, i) for i in range(model.nu)] if model is not None and model.nu else ["1"]
+    units = [cf.actuator_units(model, i) for i in range(model.nu)] if model is not None and model.nu else \
+        ["actuator units"]
     cf.describe(ds, "controls given to the run, one per step (ctrl input)", cf.common_units(units, "the actuators"))
     ds.attrs["sha256"] = hashlib.sha256(np.ascontiguousarray(ctrl).tobytes()).hexdigest()
 
@@ -623,7 +624,8 @@ def _is_swmr_format(path: str) -> bool:
 def extend_rollout_file(path: str, samples: int, attrs: dict, start: int | None = None) -> None:
     """Prepare an existing file for a resumed run: grow ``/x``, ``/carry`` and ``/time`` to ``samples``,
     update attrs, mark it incomplete; ``start``: the sample the run resumes from (what readers see until
-    the next chunk lands; default: the samples the file holds)."""
+    the next chunk lands; default: the samples the file holds). ``/inputs/ctrl`` stays: a resume is refused
+    unless its array controls are the run's own (the ``ctrl`` attribute's digest)."""
     f = open_for_write(path)
     try:
         with f:
