@@ -26,6 +26,7 @@ from mjharness.rollout.cli.app import main as cli_main
 from mjharness.rollout.engine import distributed as D
 from mjharness.rollout.engine.plan import resolve_scene
 from mjharness.rollout.engine.spec import RunSpec, check_spec
+from mjharness.rollout.h5.frames import is_dimension_only
 from mjharness.rollout.h5.join import join_shards, shard_paths
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -91,12 +92,16 @@ def bar_files(tmp_path_factory):
     return paths
 
 
+def _variables(g) -> set:
+    """The datasets of a group a netCDF reader shows as variables (not the axes stored without values)."""
+    return {k for k, v in g.items() if isinstance(v, h5py.Dataset) and not is_dimension_only(v)}
+
+
 def _groups(path: str) -> dict:
-    """{group path: names of its datasets} of every group of the file."""
+    """{group path: names of its variables} of every group of the file."""
     with h5py.File(path, "r") as f:
-        out = {"/": {k for k, v in f.items() if isinstance(v, h5py.Dataset)}}
-        f.visititems(lambda n, o: out.__setitem__("/" + n, {k for k, v in o.items() if isinstance(v, h5py.Dataset)})
-                     if isinstance(o, h5py.Group) else None)
+        out = {"/": _variables(f)}
+        f.visititems(lambda n, o: out.__setitem__("/" + n, _variables(o)) if isinstance(o, h5py.Group) else None)
     return out
 
 

@@ -47,6 +47,9 @@ from .errors import RolloutFileError  # noqa: F401 - re-exported: where callers 
 
 FORMAT = "mjharness-rollout"
 FORMAT_VERSION = 2
+# The scale name netCDF-4 gives an axis that has no coordinate values (netCDF-C's ``DIM_WITHOUT_VARIABLE``):
+# readers see a dimension, not a variable.
+NC_DIM_ONLY = "This is a netCDF dimension but not a netCDF variable."
 READABLE_VERSIONS = (1, 2)
 
 # The oldest HDF5 file format that has everything the files use (SWMR, virtual datasets, checksummed

@@ -16,7 +16,7 @@ from __future__ import annotations
 import h5py
 import numpy as np
 
-from .format import decode_attr
+from .format import NC_DIM_ONLY, decode_attr
 
 SCALE_KEYS = ("DIMENSION_LIST", "REFERENCE_LIST", "CLASS", "NAME")
 PANDAS_TABLES = ("episodes", "contacts", "sensors")
@@ -39,6 +39,11 @@ def _dims(ds: h5py.Dataset, T: int, B: int) -> tuple[str, ...]:
             out.append(None)
         out[-1] = out[-1] or (guess[i] if i < len(guess) else f"{name}_dim{i}")
     return tuple(out)
+
+
+def is_dimension_only(ds) -> bool:
+    """An axis stored as netCDF stores a dimension without a variable (``writer.dimension``)."""
+    return str(decode_attr(ds.attrs.get("NAME", ""))).startswith(NC_DIM_ONLY)
 
 
 def _attrs(ds) -> dict:
@@ -78,8 +83,8 @@ def to_xarray(rf, group: str | None = None):
     coords, data = {}, {}
     T, B = rf.h5["x"].shape[:2]
     for name, ds in g.items():
-        if not isinstance(ds, h5py.Dataset) or ds.dtype.names:  # a version 1 compound table: rf.table(...)
-            continue
+        if not isinstance(ds, h5py.Dataset) or ds.dtype.names or is_dimension_only(ds):
+            continue  # a version 1 compound table (rf.table(...)), an axis without values (bytes of the MJB)
         path = f"{where}/{name}" if where else name
         dims = _dims(ds, T, B)
         var = xr.Variable(dims, _values(rf, path, ds, dims), attrs=_attrs(ds))

@@ -464,7 +464,7 @@ _AXIS_KEYS = ("DIMENSION_LIST", "REFERENCE_LIST", "CLASS", "NAME", "long_name", 
 
 
 def _fields(g) -> list[str]:
-    """The data of a group, not its axes (dimension scales: ``world``, ``_<field>_<axis>``)."""
+    """The data of a group, not its axes (dimension scales: ``world``, ``_<field>_<axis>``, ``_<asset>_byte``)."""
     return [k for k in g if not is_scale(g[k])]
 
 

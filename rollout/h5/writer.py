@@ -36,6 +36,7 @@ from .format import (
     FORMAT_VERSION,
     INTEGRITY,
     LIBVER,
+    NC_DIM_ONLY,
     FileSpec,
     checksum_kwargs,
     chunks,
@@ -111,14 +112,19 @@ def _text(g, name: str, text: str) -> None:
     cf.describe(ds, *cf.VARIABLES[f"model/{name}"])
 
 
+def dimension(g, name: str, size: int) -> h5py.Dataset:
+    """A named axis without coordinate values, as netCDF-4 stores one: a dimension scale that is never written
+    (no storage) and whose scale name marks it as "a netCDF dimension but not a netCDF variable"."""
+    ds = g.create_dataset(name, shape=(size,), dtype="f4")
+    ds.make_scale(f"{NC_DIM_ONLY}{size:10d}")
+    return ds
+
+
 def _bytes_dataset(g, name: str, data: bytes, axis: str) -> h5py.Dataset:
     """Bytes as a uint8 dataset on its own named axis (netCDF readers need a name for every dimension)."""
     ds = create_small(g, name, np.frombuffer(bytes(data), dtype=np.uint8))
     if ds.ndim:
-        scale = g.create_dataset(axis, data=np.arange(ds.shape[0], dtype=np.int64))
-        scale.make_scale(axis)
-        cf.describe(scale, f"byte offset into {name}", "1")
-        ds.dims[0].attach_scale(scale)
+        ds.dims[0].attach_scale(dimension(g, axis, ds.shape[0]))
     return ds
 
 
@@ -161,11 +167,7 @@ def _write_model_params(f: h5py.File, spec: FileSpec) -> None:
         if v.ndim and v.shape[0] == world.shape[0]:
             ds.dims[0].attach_scale(world)
         for i, size in enumerate(v.shape[1:], start=1):
-            axis = f"_{name.replace('.', '_')}_{i}"
-            scale = pg.create_dataset(axis, data=np.arange(size, dtype=np.int64))
-            scale.make_scale(axis)
-            cf.describe(scale, f"index along axis {i} of {name}", "1")
-            ds.dims[i].attach_scale(scale)
+            ds.dims[i].attach_scale(dimension(pg, f"_{name.replace('.', '_')}_{i}", size))
 
 
 def create_rollout_file(path: str, spec: FileSpec) -> None:
@@ -435,10 +437,7 @@ def _create_outputs(f: h5py.File, spec: FileSpec, T: int, B: int, model) -> None
 def _array_beside(g, name: str, v: np.ndarray, long_name: str) -> None:
     ds = g.create_dataset(name, data=v)
     for i, size in enumerate(v.shape):
-        axis = g.create_dataset(f"{name}_{i}", data=np.arange(size, dtype=np.int64))
-        axis.make_scale(f"{name}_{i}")
-        cf.describe(axis, f"index along axis {i} of {name}", "1")
-        ds.dims[i].attach_scale(axis)
+        ds.dims[i].attach_scale(dimension(g, f"{name}_{i}", size))
     cf.describe(ds, long_name, "1")
 
 
