@@ -105,13 +105,20 @@ def _groups(path: str) -> dict:
     return out
 
 
+def _with_shards(bar_files: dict) -> list[str]:
+    """The bar's files and the shards beside the joined one."""
+    return sorted(p for path in bar_files.values() for p in [path] + sorted(
+        str(s) for s in Path(path).parent.glob(Path(path).name + ".p*-of-*.h5")))
+
+
 # -- netCDF / CF ------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("engine", ["netcdf4", "h5netcdf"])
 def test_xarray_engines_open_every_group_with_named_axes_and_units(bar_files, engine):
     xr = pytest.importorskip("xarray")
     pytest.importorskip({"netcdf4": "netCDF4", "h5netcdf": "h5netcdf"}[engine])
-    for kind, path in bar_files.items():
+    for path in _with_shards(bar_files):
+        kind = Path(path).name
         for group, names in _groups(path).items():
             with xr.open_dataset(path, engine=engine, group=group) as ds:
                 ds.load()
@@ -162,8 +169,7 @@ def test_older_h5py_reads_every_dataset_bit_for_bit(bar_files):
     old = os.environ.get("MJHARNESS_OLD_H5PY_PYTHON")
     if not old or not os.path.isfile(old):
         pytest.skip("no older h5py: set MJHARNESS_OLD_H5PY_PYTHON to a venv's python with h5py 3.10 (.ci/run does)")
-    files = sorted(p for path in bar_files.values() for p in [path] + sorted(
-        str(s) for s in Path(path).parent.glob(Path(path).name + ".p*-of-*.h5")))
+    files = _with_shards(bar_files)
     out = subprocess.run([old, str(ROOT / "scripts" / "h5_digests.py"), *files], capture_output=True, text=True,
                          timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
