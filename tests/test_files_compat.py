@@ -362,3 +362,17 @@ def test_rerun_refuses_a_lambda_and_show_says_so(tmp_path, capsys):
     assert "NOT importable" in capsys.readouterr().out
     assert cli_main(["rerun", p, "--out", str(tmp_path / "again.h5"), "--no-progress"]) == 2
     assert "not importable by name" in capsys.readouterr().err
+
+
+def test_a_changed_layout_string_is_caught_on_reading(bar_files, tmp_path):
+    """The layout's text columns live outside any checksummed chunk: the layout_sha256 attribute (itself in the
+    content digest) catches a change when the layout is read."""
+    p = tmp_path / "edited.h5"
+    shutil.copy(bar_files["plain"], p)
+    with h5py.File(p, "r+") as f:
+        names = f["layout_table/update"][()]
+        names[0] = b"quaternion"
+        f["layout_table/update"][...] = names
+    with open_rollout(p) as f:
+        with pytest.raises(h5.CorruptFileError, match="layout_table"):
+            f.layout  # noqa: B018

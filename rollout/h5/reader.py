@@ -27,7 +27,7 @@ from .format import FORMAT, decode_attr, is_output
 from .layout import carry_dict, carry_layout_from_table, carry_size, carry_slots_of_table, layout_from_table
 from .model import asset_name, model_from_mjb, model_from_xml
 from .provenance import read_code
-from .tables import read_table
+from .tables import read_table, table_sha256
 
 MODEL_SOURCES = ("auto", "mjb", "xml")
 # Where each table is, by format version: the version 2 group first, then version 1's compound dataset.
@@ -194,11 +194,19 @@ class RolloutFile:
             raise KeyError(f"{self.path}: no /{TABLES[name][0]} table in this file")
         for attempt in range(LIVE_READ_ATTEMPTS if self._swmr else 1):
             try:
-                return read_table(self._f[path])
+                rows = read_table(self._f[path])
+                break
             except OSError as e:
                 err = e
                 time.sleep(0.001 * (attempt + 1))
-        raise read_error(self.path, self._f, path, (), err, live=self._live()) from None
+        else:
+            raise read_error(self.path, self._f, path, (), err, live=self._live()) from None
+        want = decode_attr(self._f.attrs.get(f"{name}_sha256"))
+        if want and table_sha256(rows) != want:
+            raise CorruptFileError(f"{self.path}: /{path} does not match its {name}_sha256 attribute (a row "
+                                   f"changed since the file was written); `mjharness verify {self.path}`",
+                                   path=self.path, dataset=f"/{path}")
+        return rows
 
     def state(self, name: str) -> np.ndarray:
         """One named state over time: (T, B, *shape)."""

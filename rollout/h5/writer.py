@@ -50,7 +50,7 @@ from .format import (
 from .layout import carry_size, carry_slots_of_table, carry_vector, normalize_carry_layout, with_carry_rows
 from .model import asset_key, model_mjb
 from .provenance import write_code
-from .tables import read_table, write_table
+from .tables import read_table, table_sha256, write_table
 
 
 def _carry0(spec: FileSpec, carry_layout, B: int) -> np.ndarray | None:
@@ -207,6 +207,7 @@ def _populate(f: h5py.File, spec: FileSpec, x0, carry_layout, c0, record) -> Non
     _write_model(f, spec, record)
     write_table(f, "layout_table", table, "layout_row", [decode_name(r["name"]) for r in table],
                 column_attrs=LAYOUT_COLUMNS)
+    f.attrs["layout_sha256"] = table_sha256(read_table(f["layout_table"]))  # in the content digest (settings)
     f["layout_table"].attrs["long_name"] = "state layout: one row per state, then one per carry entry"
     create_small(f, "x0", x0)
     x_chunks = chunks(T, B, n, spec.time_chunk)
