@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import weakref
 from dataclasses import dataclass, field
 from importlib import resources
@@ -36,6 +37,7 @@ class SceneInfo:
     source: str
     xml: str
     compat_log: list = field(default_factory=list)
+    source_xml: str | None = None  # the MJCF as given (a file's text with its includes inlined); None: unknown
 
 
 _INFO: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -132,8 +134,40 @@ def _remember(model, spec, src, source: str, log) -> mujoco.MjModel:
         xml = spec.to_xml()
     except Exception:  # to_xml can refuse specs with in-memory assets; the file still runs
         xml = src if isinstance(src, str) and src.strip().startswith("<") else ""
-    _INFO[model] = SceneInfo(source=source, xml=xml, compat_log=list(log))
+    _INFO[model] = SceneInfo(source=source, xml=xml, compat_log=list(log), source_xml=source_text(src))
     return model
+
+
+_INCLUDE = re.compile(r"<include\s+file\s*=\s*[\"']([^\"']+)[\"']\s*/>")
+_ROOT = re.compile(r"<mujoco\b[^>]*>(.*)</mujoco>", re.S)
+
+
+def source_text(src, _depth: int = 0) -> str | None:
+    """The MJCF ``src`` as given: an XML string itself, a file's (or bundled scene's) text with every
+    ``<include file=...>`` replaced by the included file's elements (MuJoCo's own include rule: the
+    children of the included ``<mujoco>``). None when ``src`` is neither."""
+    if isinstance(src, os.PathLike):
+        src = os.fspath(src)
+    if not isinstance(src, str):
+        return None
+    if src.strip().startswith("<"):
+        return src
+    path = src if os.path.isfile(src) else scene_path(src) if src in list_scenes() else None
+    if path is None or _depth > 16:
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError):
+        return None
+    here = os.path.dirname(os.path.abspath(path))
+
+    def inline(m):
+        inner = source_text(os.path.join(here, m.group(1)), _depth + 1)
+        body = _ROOT.search(inner or "")
+        return body.group(1) if body else m.group(0)
+
+    return _INCLUDE.sub(inline, text)
 
 
 def scene_info(model: mujoco.MjModel) -> SceneInfo:

@@ -125,7 +125,7 @@ def test_carry_is_in_the_file_and_resume_is_bit_identical(tmp_path):
     with open_rollout(part) as f, open_rollout(tmp_path / "full.h5") as g:
         assert f.carry_layout == (("qacc_warmstart", sc.nv),)
         assert np.array_equal(f.carry, g.carry) and f.carry.shape == (12, 1, sc.nv)
-        rows = [r for r in f.h5["layout"][:] if r["update"].decode() == "carry"]
+        rows = [r for r in f.layout_table if r["update"].decode() == "carry"]
         assert [r["name"].decode() for r in rows] == ["qacc_warmstart"]
         assert f.h5.attrs["integrator_source"] == "scene"
         # The file reproduces its model: MuJoCo C replaying world 0 from /x0 with the file's model gives the

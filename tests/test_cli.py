@@ -373,7 +373,7 @@ def test_every_command_is_there_and_debug_goes_either_side(capsys):
     parser = build_parser()
     choices = parser._subparsers._group_actions[0].choices
     assert set(choices) == {"run", "show", "inspect", "check", "cases", "bench", "hangrepro", "fit", "render", "verify",
-                            "probe"}
+                            "probe", "rerun"}
     assert parser.parse_args(["--debug", "inspect"]).debug and parser.parse_args(["inspect", "--debug"]).debug
     assert not parser.parse_args(["inspect"]).debug
     for name in choices:

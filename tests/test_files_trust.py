@@ -457,6 +457,8 @@ def test_xarray_sees_named_axes_and_time_coordinates(tmp_path):
     assert rc == 0, err
     root = xr.open_dataset(p, engine="h5netcdf")
     assert root["x"].dims == ("time", "world", "state") and not any("phony" in d for d in root.dims)
+    assert root.attrs["history"].endswith(f"mjharness run {xml} --backend mujoco --no-progress --steps 200 --batch 3 "
+                                          f"--outputs sensordata xpos --out {p}")  # CF: the command line
     assert list(root["state"].values) == ["hinge/qpos", "hinge/qvel"]
     assert root["qpos"].dims[2] == "qpos_index" and root["qvel"].dims[2] == "qvel_index"
     assert root["carry"].dims[2] == "carry_index" != root["qvel"].dims[2]

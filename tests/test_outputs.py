@@ -9,6 +9,8 @@ import pytest
 
 from mjharness.adapters import MjScene
 from mjharness.rollout import RolloutError, open_rollout, rollout
+from mjharness.rollout.h5.format import array_attr
+from mjharness.rollout.h5.tables import read_table
 
 # The smallest scene that exercises every output: one free ball on a floor (one sphere-plane contact, so
 # touch, force, cfrc_ext and contact_force are non-zero) carrying a hinge arm that collides with nothing
@@ -103,7 +105,7 @@ def test_energy_equals_mujoco(model, live, ctrl):
 def test_contact_force_table(model, live):
     with h5py.File(live.path, "r") as f:
         ds = f["outputs/contact_force"]
-        pairs = [tuple(p) for p in ds.attrs["pair_geom"].tolist()]  # (npair, 2) geom ids
+        pairs = [tuple(p) for p in array_attr(ds, "pair_geom").tolist()]  # (npair, 2) geom ids
     floor, box = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, "floor"), \
         mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, "ballg")
     i = pairs.index((min(floor, box), max(floor, box)))
@@ -129,7 +131,8 @@ def test_sampled_equals_mj_step(model, scene, ctrl, live):
 
 def test_plain_h5py_sensors(model, live):
     with h5py.File(live.path, "r") as f:
-        table = f["sensors/table"][()]
+        assert list(f["sensors/table/name"].asstr()[()]) == ["acc", "gyro", "force", "torque", "fpos", "touch", "jp"]
+        table = read_table(f["sensors/table"])
         assert [n.decode() for n in table["name"]] == ["acc", "gyro", "force", "torque", "fpos", "touch", "jp"]
         sd = f["outputs/sensordata"][()]
         assert f["outputs/sensordata"].attrs["semantics"] == "live"
@@ -222,4 +225,4 @@ def test_contact_pairs_are_labelled_by_geom_names(tmp_path):
     with h5py.File(path, "r") as f:
         ds = f["outputs/contact_force"]
         labels = [v.decode() if isinstance(v, bytes) else str(v) for v in ds.dims[2][0][()]]
-        assert labels == ["floor-box"] and [list(p) for p in ds.attrs["pair_geom"]] == [[0, 1]]
+        assert labels == ["floor-box"] and [list(p) for p in array_attr(ds, "pair_geom")] == [[0, 1]]

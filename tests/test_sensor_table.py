@@ -7,6 +7,7 @@ import pytest
 
 from mjharness.adapters import MjScene
 from mjharness.rollout import rollout
+from mjharness.rollout.h5.tables import read_table
 
 # One sensor of each common family: site-based (accelerometer, gyro, touch, force), joint-based (jointpos,
 # jointvel), frame sensors on a body and a site, and a subtree sensor -- types whose names once lost a letter.
@@ -58,7 +59,7 @@ def table(tmp_path_factory):
     rollout(MjScene(model, backend="mujoco"), "euler", steps=2, batch=1, out=str(path), progress=False,
             outputs=("sensordata",))
     with h5py.File(path, "r") as f:
-        rows = f["sensors/table"][()]
+        rows = read_table(f["sensors/table"])  # a group of columns (format 2) or a compound dataset (1)
     dec = lambda v: v.decode() if isinstance(v, bytes) else v
     return model, [tuple(dec(r[k]) for k in ("name", "type", "object")) + (int(r["adr"]), int(r["dim"]))
                    for r in rows]

@@ -13,11 +13,11 @@ import signal
 import sys
 import traceback
 
-from . import bench, cases, check, errors, fit, hangrepro, inspect, probe, render, run, show, verify, xla_log
+from . import bench, cases, check, errors, fit, hangrepro, inspect, probe, render, rerun, run, show, verify, xla_log
 
 __all__ = ["COMMANDS", "build_parser", "dispatch", "main"]
 
-COMMANDS = (run, show, inspect, check, cases, bench, hangrepro, fit, render, verify, probe)
+COMMANDS = (run, show, inspect, check, cases, bench, hangrepro, fit, render, verify, probe, rerun)
 _DEBUG_HELP = "on an error print the traceback instead of a summary, and every XLA log line"
 
 

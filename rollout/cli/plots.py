@@ -129,7 +129,9 @@ def _sensor_series(f, name: str) -> Series:
 
 def _pair_names(ds, model) -> list:
     """Contact pairs by geom names (``floor–ball``); the file stores geom ids in ``pair_geom``."""
-    pairs = ds.attrs.get("pair_geom")
+    from mjharness.rollout.h5.format import array_attr
+
+    pairs = array_attr(ds, "pair_geom")
     if pairs is None or model is None:
         return []
     pairs = np.asarray(pairs).reshape(-1, 2)

@@ -12,6 +12,7 @@ import os
 
 from . import plots
 from .common import print_layout
+from .rerun import rerun_lines
 from .summary import episode_lines, flagged_lines
 
 
@@ -110,6 +111,8 @@ def command(args) -> int:
         for line in episode_lines(args.file):
             print(line)
         for line in param_lines(f):
+            print(line)
+        for line in rerun_lines(f):
             print(line)
         if args.plot:
             png = args.png or os.path.splitext(args.file)[0] + ".png"

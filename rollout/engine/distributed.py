@@ -241,10 +241,11 @@ def _joined_result(out, r, stats) -> RolloutResult:
 
 
 def _write_world_index(path, lo, B):
-    import h5py
+    from ..h5.writer import open_rw
 
-    with h5py.File(path, "r+", locking=False) as f:
+    with open_rw(path) as f:  # in the file's own HDF5 format (1.10 for format 2: older readers read shards too)
         if "world_index" not in f:
             ds = f.create_dataset("world_index", data=np.arange(lo, lo + B, dtype=np.int64))
+            ds.attrs.update(long_name="global world index of each world", units="1")
             if "world" in f and f["world"].shape == (B,):  # the shard's world axis (xarray: no phony dimension)
                 ds.dims[0].attach_scale(f["world"])

@@ -20,6 +20,7 @@ from mjharness.adapters.backends import ChunkRequest
 from mjharness.adapters.outputs import flagged_rows, output_attrs, sensor_table
 from mjharness.integrators import STATUS_TERMINATED as TERMINATED
 from mjharness.integrators.status import failed
+from mjharness.scenes import scene_info
 
 from .. import h5
 from . import episodes as _ep
@@ -88,7 +89,21 @@ def _file_spec(plan: Plan, T: int, S: int, compression) -> h5.FileSpec:
         carry0=_flat_carry({k: v[None] for k, v in plan.carry0.items()}, plan.carry_spec, 1, B)[0]
         if plan.carry_spec else None, outputs=_output_records(plan),
         sensors=tuple(sensor_table(model)) if any(o.field == "sensordata" for o in plan.outputs) else (),
-        carry_views=tuple(name for name in CARRY_VIEWS if name in dict(plan.carry_spec)) if plan.episodes else ())
+        carry_views=tuple(name for name in CARRY_VIEWS if name in dict(plan.carry_spec)) if plan.episodes else (),
+        source_xml=scene_info(model).source_xml if model is not None else None, code=_code(plan),
+        ctrl_input=plan.ctrl if plan.ctrl_mode == "array" else None)
+
+
+def _code(plan: Plan) -> dict:
+    """{role: function} of every function the run calls, kept in the file with its source (``/code``)."""
+    ep = plan.episodes
+    code = {"ctrl": plan.ctrl_fn} if plan.ctrl_mode == "callable" else {}
+    if ep is not None and ep.controller is not None:
+        code.update({"controller.init": ep.controller.init, "controller.step": ep.controller.step})
+    if ep is not None and ep.terminate is not None:
+        code["terminate"] = ep.terminate.fn
+    code.update({f"output.{o.name}": o.fn for o in plan.outputs if o.fn is not None})
+    return code
 
 
 # Carry entries of a closed loop a file also shows at its root (virtual datasets over /carry): /ctrl, /episode.

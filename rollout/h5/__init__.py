@@ -1,11 +1,13 @@
-"""HDF5 rollout files (format version 1, DESIGN.md section 5).
+"""HDF5 rollout files (format version 2, version 1 read too; DESIGN.md section 5, docs/files.md).
 
 ``format``: constants, ``FileSpec``, the file's layout and attribute encoding; ``layout``: the
 ``/layout`` table <-> ``StateLayout`` and the carry's rows and flat vector; ``model``: the lossless
 binary model, its digest, rebuilding and comparing models; ``writer``: creating, extending and the
 streaming writer thread (SWMR); ``reader``: ``open_rollout`` / ``RolloutFile``; ``errors``: the named
 errors; ``lock``: one writer per file; ``digest``: the content digest; ``superblock``: reopening a file a
-killed writer left; ``integrity``: ``verify``. See docs/files.md.
+killed writer left; ``integrity``: ``verify``; ``tables``: tables as column groups; ``cf``: CF units,
+long names and global attributes; ``provenance``: the source of the functions a run called;
+``frames``: ``to_xarray``/``to_pandas``. See docs/files.md.
 """
 
 from .episodes import cut_episodes, episode_table

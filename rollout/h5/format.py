@@ -1,4 +1,5 @@
-"""The rollout file format (version 1): constants, ``FileSpec``, attribute encoding, chunking.
+"""The rollout file format (version 2; version 1 files read the same): constants, ``FileSpec``, attributes,
+chunking.
 
 Layout of a file::
 
@@ -13,7 +14,8 @@ Layout of a file::
     /model_params/<field>  per-world model fields (B, ...) when worlds differ (model_params, randomize): attr
                   ``randomize`` (JSON {KEY: DIST}) on the randomized fields; files before issue 31 keep
                   them in /model/params/<field> (read the same)
-    /layout       compound table: one row per state, then one row per carry entry (update "carry")
+    /layout_table the layout table (a group, one 1-D dataset per column on ``layout_row``): one row per
+                  state, then one row per carry entry (update "carry"); version 1: ``/layout``, compound
     /x0  (B, n) initial states          /carry0  (B, nc) initial carry (only when nc > 0)
     /time (T,)    /x (T, B, n) chunked along T           /carry (T, B, nc) chunked like /x
     /qpos, /qvel  virtual datasets over /x               /status (B,)  /status_step (B,)
@@ -24,6 +26,11 @@ whether the run finished. ``/carry[j]`` is the carry after the step that produce
 resume from sample j restarts exactly where the run was. Every addition since the first files
 (``/model/mjb``, ``/model/source_xml``, ``/model/assets``, ``/carry``, ``/carry0``, carry rows) is
 optional: files without them are the same format version and open unchanged.
+
+Version 2 changed what netCDF readers could not open (version 1 files keep reading): tables are groups
+of columns (``tables``), 2-D attributes are datasets, every dataset has named axes and the CF
+attributes ``long_name``/``units`` (``cf``), ``/code`` keeps the source of the functions a run called
+(``provenance``). Files are written in the HDF5 1.10 format (``LIBVER``).
 """
 
 from __future__ import annotations
@@ -39,7 +46,16 @@ import numpy as np
 from .errors import RolloutFileError  # noqa: F401 - re-exported: where callers have always imported it
 
 FORMAT = "mjharness-rollout"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+# The scale name netCDF-4 gives an axis that has no coordinate values (netCDF-C's ``DIM_WITHOUT_VARIABLE``):
+# readers see a dimension, not a variable.
+NC_DIM_ONLY = "This is a netCDF dimension but not a netCDF variable."
+READABLE_VERSIONS = (1, 2)
+
+# The oldest HDF5 file format that has everything the files use (SWMR, virtual datasets, checksummed
+# chunks): HDF5 1.10. The upper bound keeps HDF5 >= 2.0 from writing its newer layout messages, which
+# HDF5 1.10/1.12/1.14 (h5dump, HDFView, MATLAB, older h5py) cannot decode.
+LIBVER = ("v110", "v114")
 
 
 # Files written since the integrity change (``integrity`` root attribute): every chunked dataset carries
@@ -108,6 +124,10 @@ class FileSpec:
     sensors: tuple = ()         # rows of adapters.outputs.sensor_table (written when "sensordata" is an output)
     model_param_attrs: dict = field(default_factory=dict)  # field -> {attr: value} on /model_params/<field>
     carry_views: tuple = ()     # carry entries also shown at the root (virtual over /carry): "ctrl", "episode"
+    code: dict = field(default_factory=dict)  # role -> function the run called (/code: source text, sha256)
+    ctrl_input: np.ndarray | None = None  # (B, steps, nu) controls given as an array (/inputs/ctrl: a rerun's input)
+    history: str | None = None  # CF history: the command line or call (None: this process's command line or
+                                # a rollout(...) call rebuilt from attrs)
 
 
 # Datasets of ``/outputs`` that are not outputs: its axes for generic readers (``time`` a view of ``/time``,
@@ -135,6 +155,14 @@ def decode_attr(v):
     if isinstance(v, np.generic):
         v = v.item()
     return v
+
+
+def array_attr(ds, key: str):
+    """An array-valued attribute of ``ds``: on the dataset itself (version 1) or, for the 2-D ones netCDF cannot
+    read (``pair_geom``), in the dataset whose path the attribute holds (version 2). None when absent."""
+    v = ds.attrs.get(key)
+    path = decode_attr(v) if isinstance(v, (str, bytes)) else None
+    return ds.file[path][()] if path and path in ds.file else v
 
 
 def compression_kwargs(compression) -> dict:

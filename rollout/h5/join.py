@@ -16,7 +16,7 @@ import os
 import h5py
 import numpy as np
 
-from .format import RolloutFileError, decode_attr
+from .format import LIBVER, RolloutFileError, decode_attr
 from .reader import open_h5, open_rollout
 
 PER_WORLD = ("x0", "status", "status_step", "carry0", "world_index")
@@ -61,6 +61,8 @@ def _datasets(group, prefix=""):
 def _axis(name: str, ds, T: int, B: int) -> int | None:
     """The world axis of a shard dataset (1 time-major, 0 per-world) or None (copied as is)."""
     base = name.rsplit("/", 1)[-1]
+    if decode_attr(ds.attrs.get("CLASS")) == "DIMENSION_SCALE":
+        return None  # an axis: copied (world axes are rebuilt over the whole batch in _mirror_axes)
     if name.startswith("model_params/") or base in PER_WORLD:
         return 0 if ds.shape[:1] == (B,) else None
     if name in ("qpos", "qvel"):
@@ -102,13 +104,17 @@ def join_shards(out: str, paths) -> dict:
         for f, i in zip(files, infos):
             if f["x"].shape[0] != T:
                 raise RolloutFileError(f"shard {i['path']}: /x has {f['x'].shape[0]} samples allocated, shard 0 {T}")
-        with h5py.File(tmp, "w") as g:
+        with h5py.File(tmp, "w", libver=LIBVER) as g:
             for k, v in f0.attrs.items():
                 g.attrs[k] = v
             for k in ("world_offset", "process_index"):
                 if k in g.attrs:
                     del g.attrs[k]
             g.attrs["batch"] = B_total
+            if "title" in g.attrs:  # CF: the whole batch, not shard 0's share
+                from . import cf
+
+                g.attrs["title"] = cf.title({k: decode_attr(v) for k, v in g.attrs.items()})
             g.attrs["samples"] = samples
             g.attrs["complete"] = complete
             g.attrs["shards"] = [os.path.basename(i["path"]) for i in infos]
@@ -122,11 +128,14 @@ def join_shards(out: str, paths) -> dict:
                     continue
                 if axis is not None:
                     _join_one(g, name, [f[name] for f in files], infos, B_total, axis)
+            _copy_group_attrs(f0, g)
             _mirror_axes(g, f0, B_total)
             n = f0["x"].shape[2]
             for name in ("qpos", "qvel"):
                 if name in f0:
                     _virtual(g, name, _vds_segment(f0[name]), T, B_total, n)  # with their axes
+                    g[name].attrs.update({k: v for k, v in f0[name].attrs.items() if k not in SCALE_ATTRS})
+            _describe(g)
             if "content_sha256" in g.attrs:  # batch and shards differ from shard 0's settings
                 g.attrs["content_sha256"] = content_digest(g)
         os.replace(tmp, out)
@@ -148,6 +157,24 @@ def _episode_table(out: str, complete: bool) -> None:
             return
         rows = f.episode_table()
     write_episode_table(out, rows)
+
+
+def _describe(g: h5py.File) -> None:
+    """CF attributes of the joined file's own datasets (``/progress``; ``/world_index`` of older shards)."""
+    from . import cf
+
+    for name in ("progress", "world_index"):
+        if name in g and "long_name" not in g[name].attrs:
+            cf.describe(g[name], *cf.VARIABLES[name])
+
+
+def _copy_group_attrs(f0: h5py.File, g: h5py.File) -> None:
+    """The attributes of shard 0's groups (a table's ``columns``, ``long_name``) on the joined file's groups."""
+    def visit(name, obj):
+        if isinstance(obj, h5py.Group) and name in g:
+            for k, v in obj.attrs.items():
+                g[name].attrs[k] = v
+    f0.visititems(visit)
 
 
 def _is_world_scale(ds) -> bool:
@@ -172,7 +199,9 @@ def _mirror_axes(g: h5py.File, f0: h5py.File, B_total: int) -> None:
                 del ds.attrs[key]
     for name, ds in _datasets(f0):
         if _is_world_scale(ds):
-            g.create_dataset(name, data=np.arange(B_total, dtype=np.int64)).make_scale("world")
+            world = g.create_dataset(name, data=np.arange(B_total, dtype=np.int64))
+            world.make_scale("world")
+            world.attrs.update({k: v for k, v in ds.attrs.items() if k not in SCALE_ATTRS})
     for name, ds in _datasets(f0):
         if name in ("qpos", "qvel") or name not in g:  # qpos/qvel: rebuilt with their axes by writer._virtual
             continue

@@ -26,8 +26,12 @@ from .errors import CorruptFileError, FileNotReadyError, RolloutFileError
 from .format import FORMAT, decode_attr, is_output
 from .layout import carry_dict, carry_layout_from_table, carry_size, carry_slots_of_table, layout_from_table
 from .model import asset_name, model_from_mjb, model_from_xml
+from .provenance import read_code
+from .tables import read_table, table_sha256
 
 MODEL_SOURCES = ("auto", "mjb", "xml")
+# Where each table is, by format version: the version 2 group first, then version 1's compound dataset.
+TABLES = {"layout": ("layout_table", "layout"), "episodes": ("episodes",), "sensors": ("sensors/table",)}
 # Reads of a file being written that fail (a checksum of a chunk its writer is rewriting) are retried this
 # often before the error is raised: a torn read resolves as soon as the writer's write completes.
 LIVE_READ_ATTEMPTS = 20
@@ -173,12 +177,36 @@ class RolloutFile:
     @property
     def layout(self) -> StateLayout:
         if self._layout is None:
-            self._layout = layout_from_table(self.read("layout"))
+            self._layout = layout_from_table(self.table("layout"))
         return self._layout
 
     @property
     def layout_table(self) -> np.ndarray:
-        return self.read("layout")
+        return self.table("layout")
+
+    def table(self, name: str) -> np.ndarray:
+        """Table ``name`` ("layout", "episodes" or "sensors") as a numpy structured array, strings as bytes,
+        from a file of either format version (version 2: a group of columns; version 1: a compound dataset)."""
+        if name not in TABLES:
+            raise KeyError(f"{self.path}: no table {name!r} (tables: {', '.join(TABLES)})")
+        path = next((p for p in TABLES[name] if p in self._f), None)
+        if path is None:
+            raise KeyError(f"{self.path}: no /{TABLES[name][0]} table in this file")
+        for attempt in range(LIVE_READ_ATTEMPTS if self._swmr else 1):
+            try:
+                rows = read_table(self._f[path])
+                break
+            except OSError as e:
+                err = e
+                time.sleep(0.001 * (attempt + 1))
+        else:
+            raise read_error(self.path, self._f, path, (), err, live=self._live()) from None
+        want = decode_attr(self._f.attrs.get(f"{name}_sha256"))
+        if want and table_sha256(rows) != want:
+            raise CorruptFileError(f"{self.path}: /{path} does not match its {name}_sha256 attribute (a row "
+                                   f"changed since the file was written); `mjharness verify {self.path}`",
+                                   path=self.path, dataset=f"/{path}")
+        return rows
 
     def state(self, name: str) -> np.ndarray:
         """One named state over time: (T, B, *shape)."""
@@ -193,7 +221,7 @@ class RolloutFile:
         """The carry's (name, size) pairs in vector order; () for a file without a carry."""
         if self._carry_layout is None:
             try:
-                cl = carry_layout_from_table(self.read("layout"))
+                cl = carry_layout_from_table(self.table("layout"))
             except StateError as e:
                 raise RolloutFileError(f"{self.path}: {e}") from None
             nc_file = self._f["carry"].shape[2] if "carry" in self._f else 0
@@ -225,7 +253,7 @@ class RolloutFile:
 
     def carry_entry(self, name: str) -> np.ndarray:
         """One carry entry over the flushed samples, (T, B, *declared shape) (e.g. a closed loop's ``ctrl``)."""
-        slots = carry_slots_of_table(self.read("layout"))
+        slots = carry_slots_of_table(self.table("layout"))
         if name not in slots:
             raise KeyError(f"{self.path}: the carry has no entry {name!r} (entries: {sorted(slots)})")
         shape, off, size = slots[name]
@@ -237,7 +265,7 @@ class RolloutFile:
     @property
     def ctrl(self) -> np.ndarray:
         """The controls a ``Controller`` applied during each flushed sample's step, (T, B, nu)."""
-        if "ctrl" not in carry_slots_of_table(self.read("layout")):
+        if "ctrl" not in carry_slots_of_table(self.table("layout")):
             raise KeyError(f"{self.path}: no /ctrl: the run had no Controller (its controls were inputs)")
         return self.carry_entry("ctrl")
 
@@ -292,6 +320,13 @@ class RolloutFile:
         return None if sig is None else int(sig)
 
     @property
+    def code(self) -> dict:
+        """{role: {module, qualname, file, sha256, importable, source}} of the functions the run called
+        (``/code``; {} for files written before it): ``ctrl``, ``controller.init``, ``controller.step``,
+        ``terminate``, ``output.<name>``."""
+        return read_code(self._f)
+
+    @property
     def source_xml(self) -> str | None:
         ds = self._f.get("model/source_xml")
         return None if ds is None else decode_attr(ds[()])
@@ -301,7 +336,8 @@ class RolloutFile:
         g = self._f.get("model/assets")
         if g is None:
             return {}
-        return {decode_attr(g[k].attrs.get("name", asset_name(k))): self.read(f"model/assets/{k}").tobytes() for k in g}
+        return {decode_attr(g[k].attrs.get("name", asset_name(k))): self.read(f"model/assets/{k}").tobytes()
+                for k in _fields(g)}
 
     def model(self, source: str = "auto") -> mujoco.MjModel:
         """The ``MjModel`` that ran. ``source``: ``"mjb"`` the lossless binary model (bit for bit in
@@ -338,13 +374,14 @@ class RolloutFile:
     def model_params(self) -> dict:
         """Per-world model fields {field: (B, ...)}: ``/model_params`` (``/model/params`` in older files)."""
         where = next((p for p in ("model_params", "model/params") if p in self._f), None)
-        return {} if where is None else {k: self.read(f"{where}/{k}") for k in self._f[where]}
+        return {} if where is None else {k: self.read(f"{where}/{k}") for k in _fields(self._f[where])}
 
     @property
     def model_param_attrs(self) -> dict:
         """{field: {attr: value}} of the per-world model fields (``randomize``: the distributions, JSON)."""
         g = self._f.get("model_params")
-        return {} if g is None else {k: {a: decode_attr(v) for a, v in g[k].attrs.items()} for k in g}
+        return {} if g is None else {k: {a: decode_attr(v) for a, v in g[k].attrs.items() if a not in _AXIS_KEYS}
+                                     for k in _fields(g)}
 
     @property
     def output_names(self) -> tuple:
@@ -388,7 +425,7 @@ class RolloutFile:
         """The ``/sensors/table`` rows (name, type, object, adr, dim, cutoff, noise); [] without sensordata."""
         if "sensors/table" not in self._f:
             return []
-        return [{k: decode_attr(r[k]) for k in r.dtype.names} for r in self._f["sensors/table"][()]]
+        return [{k: decode_attr(r[k]) for k in r.dtype.names} for r in self.table("sensors")]
 
     def sensor(self, name: str) -> np.ndarray:
         """Sensor ``name`` (T, B, dim): the virtual dataset ``/sensors/<name>`` over ``/outputs/sensordata``."""
@@ -401,6 +438,24 @@ class RolloutFile:
             return self.read("outputs/sensordata", np.s_[: self.samples, :, a:b])
         return self.read(f"sensors/{name}", np.s_[: self.samples])
 
+    # -- generic readers --------------------------------------------------------------------------------
+
+    def to_xarray(self, group: str | None = None):
+        """The datasets of ``group`` (root by default; "outputs", "sensors", "episodes", ...) as an
+        ``xarray.Dataset`` with the file's dimension names, coordinates and CF attributes, over the samples
+        flushed so far: safe on a file being written (``frames.to_xarray``)."""
+        from .frames import to_xarray
+
+        return to_xarray(self, group)
+
+    def to_pandas(self, table: str):
+        """Table ``"episodes"``, ``"contacts"`` or ``"sensors"`` as a ``pandas.DataFrame``: one row per episode,
+        per valid contact (of every flushed sample and world; vector columns split ``pos_x``, ...) or per
+        sensor, strings as ``str`` (``frames.to_pandas``)."""
+        from .frames import to_pandas
+
+        return to_pandas(self, table)
+
     @property
     def h5(self) -> h5py.File:
         """The open ``h5py.File`` (read-only)."""
@@ -411,6 +466,18 @@ class RolloutFile:
         T = self._f["x"].shape[0]
         return (f"RolloutFile({self.path!r}, samples={self.samples}/{T}, batch={B}, n={n}, "
                 f"nc={carry_size(self.carry_layout)}, complete={self.complete})")
+
+
+_AXIS_KEYS = ("DIMENSION_LIST", "REFERENCE_LIST", "CLASS", "NAME", "long_name", "units")
+
+
+def _fields(g) -> list[str]:
+    """The data of a group, not its axes (dimension scales: ``world``, ``_<field>_<axis>``, ``_<asset>_byte``)."""
+    return [k for k in g if not is_scale(g[k])]
+
+
+def is_scale(ds) -> bool:
+    return decode_attr(ds.attrs.get("CLASS")) == "DIMENSION_SCALE"
 
 
 def open_rollout(path) -> RolloutFile:

@@ -1,6 +1,7 @@
 """Creating, extending and streaming into a rollout file.
 
-Files are created with the latest HDF5 format, every dataset made up front (chunked, Fletcher-32
+Files are created in the HDF5 1.10 file format (``format.LIBVER``: the oldest with SWMR and virtual
+datasets, so HDF5 1.10 and later read them), every dataset made up front (chunked, Fletcher-32
 checksummed, growable along time), then the writer switches to SWMR (single writer, multiple
 readers) mode, in which HDF5 orders its metadata flushes so that a reader (``swmr=True``) always sees
 a consistent file. Every chunk is written and flushed by one background thread, rows first and the
@@ -14,6 +15,7 @@ the samples of the last chunk fully flushed.
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import os
 import queue
@@ -27,10 +29,14 @@ import numpy as np
 from mjharness.integrators import StateError
 from mjharness.scenes import scene_info
 
+from . import cf
 from .digest import content_digest
 from .errors import RolloutFileError, RolloutWriteError
 from .format import (
+    FORMAT_VERSION,
     INTEGRITY,
+    LIBVER,
+    NC_DIM_ONLY,
     FileSpec,
     checksum_kwargs,
     chunks,
@@ -43,6 +49,8 @@ from .format import (
 )
 from .layout import carry_size, carry_slots_of_table, carry_vector, normalize_carry_layout, with_carry_rows
 from .model import asset_key, model_mjb
+from .provenance import write_code
+from .tables import read_table, table_sha256, write_table
 
 
 def _carry0(spec: FileSpec, carry_layout, B: int) -> np.ndarray | None:
@@ -99,27 +107,67 @@ def _check_spec(spec: FileSpec):
     return x0, carry_layout, c0, record
 
 
+def _text(g, name: str, text: str) -> None:
+    ds = g.create_dataset(name, data=text, dtype=h5py.string_dtype())
+    cf.describe(ds, *cf.VARIABLES[f"model/{name}"])
+
+
+def dimension(g, name: str, size: int) -> h5py.Dataset:
+    """A named axis without coordinate values, as netCDF-4 stores one: a dimension scale that is never written
+    (no storage) and whose scale name marks it as "a netCDF dimension but not a netCDF variable"."""
+    ds = g.create_dataset(name, shape=(size,), dtype="f4")
+    ds.make_scale(f"{NC_DIM_ONLY}{size:10d}")
+    return ds
+
+
+def _bytes_dataset(g, name: str, data: bytes, axis: str) -> h5py.Dataset:
+    """Bytes as a uint8 dataset on its own named axis (netCDF readers need a name for every dimension)."""
+    ds = create_small(g, name, np.frombuffer(bytes(data), dtype=np.uint8))
+    if ds.ndim:
+        ds.dims[0].attach_scale(dimension(g, axis, ds.shape[0]))
+    return ds
+
+
 def _write_model(f: h5py.File, spec: FileSpec, record) -> None:
     mjcf, mjb, sig = record
     g = f.create_group("model")
-    g.create_dataset("mjcf", data=mjcf, dtype=h5py.string_dtype())
-    g.create_dataset("compat_log", data=json.dumps(spec.compat_log, default=str), dtype=h5py.string_dtype())
+    g.attrs["long_name"] = "the model that ran"
+    _text(g, "mjcf", mjcf)
+    _text(g, "compat_log", json.dumps(spec.compat_log, default=str))
     if mjb is not None:
-        ds = create_small(g, "mjb", np.frombuffer(bytes(mjb), dtype=np.uint8))
+        ds = _bytes_dataset(g, "mjb", mjb, "mjb_byte")
+        cf.describe(ds, *cf.VARIABLES["model/mjb"])
         if sig is not None:
             ds.attrs["signature"] = np.uint64(sig)
     if spec.source_xml is not None:
-        g.create_dataset("source_xml", data=spec.source_xml, dtype=h5py.string_dtype())
+        _text(g, "source_xml", spec.source_xml)
     if spec.assets:
         ag = g.create_group("assets")
         for name, data in spec.assets.items():
-            create_small(ag, asset_key(name), np.frombuffer(bytes(data), dtype=np.uint8)).attrs["name"] = name
+            key = asset_key(name)
+            ds = _bytes_dataset(ag, key, data, f"_{key}_byte")
+            ds.attrs["name"] = name
+            cf.describe(ds, f"asset {name} (bytes)", "1")
     if spec.model_params:  # per world (B, ...) at the root, so a multi-process join stitches them by world
-        pg = f.create_group("model_params")
-        for name, v in spec.model_params.items():
-            ds = create_small(pg, name, np.asarray(v))
-            for k, a in spec.model_param_attrs.get(name, {}).items():
-                set_attr(ds, k, a)
+        _write_model_params(f, spec)
+
+
+def _write_model_params(f: h5py.File, spec: FileSpec) -> None:
+    """``/model_params/<field>`` (B, ...) on ``world`` and one named axis per further dimension."""
+    pg = f.create_group("model_params")
+    world = pg.create_dataset("world", data=np.arange(spec.x0.shape[0], dtype=np.int64))
+    world.make_scale("world")
+    cf.describe(world, *cf.VARIABLES["world"])
+    for name, v in spec.model_params.items():
+        v = np.asarray(v)
+        ds = create_small(pg, name, v)
+        for k, a in spec.model_param_attrs.get(name, {}).items():
+            set_attr(ds, k, a)
+        cf.describe(ds, f"per-world model field {name}", cf.model_field_units(name))
+        if v.ndim and v.shape[0] == world.shape[0]:
+            ds.dims[0].attach_scale(world)
+        for i, size in enumerate(v.shape[1:], start=1):
+            ds.dims[i].attach_scale(dimension(pg, f"_{name.replace('.', '_')}_{i}", size))
 
 
 def create_rollout_file(path: str, spec: FileSpec) -> None:
@@ -131,7 +179,7 @@ def create_rollout_file(path: str, spec: FileSpec) -> None:
     x0, carry_layout, c0, record = _check_spec(spec)
     try:
         ensure_space(path, 2 * (x0.nbytes + len(record[1] or b"") + len(record[0] or "")))
-        with h5py.File(path, "w", libver="latest", locking=False) as f:
+        with h5py.File(path, "w", libver=LIBVER, locking=False) as f:
             _populate(f, spec, x0, carry_layout, c0, record)
     except OSError as e:
         try:
@@ -145,15 +193,22 @@ def create_rollout_file(path: str, spec: FileSpec) -> None:
 def _populate(f: h5py.File, spec: FileSpec, x0, carry_layout, c0, record) -> None:
     B, n = x0.shape
     T = spec.samples
+    model = _units_model(spec, record)
     table = with_carry_rows(spec.layout, carry_layout)
     for k, v in spec.attrs.items():
         set_attr(f, k, v)
+    f.attrs["format_version"] = FORMAT_VERSION  # the layout this writer makes, whatever the caller's attrs say
+    for k, v in cf.global_attrs(spec.attrs, spec.history).items():
+        f.attrs[k] = v
     f.attrs["complete"] = False
     f.attrs["samples"] = np.int64(0)
     f.attrs["integrity"] = INTEGRITY
     f.attrs["checksums"] = "fletcher32"
     _write_model(f, spec, record)
-    create_small(f, "layout", table)
+    write_table(f, "layout_table", table, "layout_row", [decode_name(r["name"]) for r in table],
+                column_attrs=LAYOUT_COLUMNS)
+    f.attrs["layout_sha256"] = table_sha256(read_table(f["layout_table"]))  # in the content digest (settings)
+    f["layout_table"].attrs["long_name"] = "state layout: one row per state, then one per carry entry"
     create_small(f, "x0", x0)
     x_chunks = chunks(T, B, n, spec.time_chunk)
     f.create_dataset("time", shape=(T,), maxshape=(None,), dtype="f8", chunks=(x_chunks[0],), fillvalue=np.nan,
@@ -176,8 +231,91 @@ def _populate(f: h5py.File, spec: FileSpec, x0, carry_layout, c0, record) -> Non
         f.attrs["carry_views"] = ",".join(spec.carry_views)
         _carry_views(f, T, B)
     if spec.outputs:
-        _create_outputs(f, spec, T, B)
+        _create_outputs(f, spec, T, B, model)
+    write_code(f, spec.code)
+    if spec.ctrl_input is not None:
+        _write_ctrl_input(f, np.asarray(spec.ctrl_input, dtype=np.float64), model)
+    _describe_root(f, spec, model)
     f.attrs["content_sha256"] = content_digest(f)
+
+
+# CF attributes of the /layout_table columns.
+LAYOUT_COLUMNS = {c: {"long_name": d, "units": "1"} for c, d in (
+    ("name", "state name"), ("model", "model that registered the state"), ("joint", "MuJoCo joint of the state"),
+    ("update", "update kind (euclidean, quaternion, ..., carry)"), ("shape", "value shape"),
+    ("deriv_shape", "derivative shape"), ("diffusion_shape", "diffusion tangent shape"),
+    ("error_control", "adaptive error control mode"), ("noise_slots", "global noise slots"),
+    ("group", "state group"), ("offset", "offset into x (or the carry vector) in scalars"),
+    ("size", "scalars in x"), ("deriv_offset", "offset into the derivative"), ("deriv_size", "derivative scalars"),
+    ("diffusion_offset", "offset into the diffusion buffer"), ("diffusion_size", "diffusion scalars"),
+    ("noise_count", "local noise count"))}
+
+
+def _write_ctrl_input(f: h5py.File, ctrl: np.ndarray, model) -> None:
+    """``/inputs/ctrl`` (B, steps, nu): the controls the run was given as an array, so a rerun has them."""
+    g = f.create_group("inputs")
+    ds = g.create_dataset("ctrl", data=ctrl, chunks=True, **checksum_kwargs()) if ctrl.size else \
+        g.create_dataset("ctrl", data=ctrl)
+    names = [mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_ACTUATOR, i) or f"actuator{i}" for i in range(model.nu)] \
+        if model is not None and model.nu == ctrl.shape[2] else [str(i) for i in range(ctrl.shape[2])]
+    for i, (axis, labels) in enumerate((("world", np.arange(ctrl.shape[0], dtype=np.int64)),
+                                       ("step", np.arange(ctrl.shape[1], dtype=np.int64)),
+                                       ("actuator", np.array(names, dtype=h5py.string_dtype())))):
+        scale = g.create_dataset(axis, data=labels)
+        scale.make_scale(axis)
+        cf.describe(scale, {"world": "world index", "step": "step index", "actuator": "actuator name"}[axis], "1")
+        ds.dims[i].attach_scale(scale)
+    units = [cf.actuator_units(model, i) for i in range(model.nu)] if model is not None and model.nu else \
+        ["actuator units"]
+    cf.describe(ds, "controls given to the run, one per step (ctrl input)", cf.common_units(units, "the actuators"))
+    ds.attrs["sha256"] = hashlib.sha256(np.ascontiguousarray(ctrl).tobytes()).hexdigest()
+
+
+def _units_model(spec: FileSpec, record) -> mujoco.MjModel | None:
+    """The model the units are read from: the spec's, or the one its MJB holds (None: units stay "unknown")."""
+    if isinstance(spec.model, mujoco.MjModel):
+        return spec.model
+    if record[1] is None:
+        return None
+    from .model import model_from_mjb
+
+    try:
+        return model_from_mjb(record[1])
+    except Exception:  # noqa: BLE001 - an MJB of another MuJoCo version
+        return None
+
+
+def _describe_root(f: h5py.File, spec: FileSpec, model) -> None:
+    """``long_name``/``units`` on the root datasets; per-component units as coordinates where they mix."""
+    n = f["x"].shape[2]
+    units = cf.state_units(model, n, spec.qpos, spec.qvel)
+    for name in ("time", "x0", "x", "qpos", "qvel", "status", "status_step", "progress", "world", "state",
+                 "qpos_index", "qvel_index", "carry0", "carry", "carry_index", "progress_field", "ctrl", "episode"):
+        if name in f:
+            cf.describe(f[name], *cf.VARIABLES[name])
+    f["status"].attrs.update(cf.status_flags())
+    if "state" in f:
+        _units_coordinate(f, "state_units", units, f["state"])
+    where = "state_units"
+    for name, seg in (("x0", slice(0, n)), ("x", slice(0, n)), ("qpos", spec.qpos), ("qvel", spec.qvel)):
+        if name in f and seg is not None:
+            f[name].attrs["units"] = cf.common_units(units[seg], where)
+    if "carry" in f:
+        cu = cf.carry_units(model, normalize_carry_layout(spec.carry_layout))
+        if len(cu) == f["carry"].shape[2] and "carry_index" in f:
+            _units_coordinate(f, "carry_units", cu, f["carry_index"])
+        for name in ("carry", "carry0"):
+            f[name].attrs["units"] = cf.common_units(cu, "carry_units") if cu else "1"
+    if "ctrl" in f:
+        f["ctrl"].attrs["units"] = cf.common_units([cf.actuator_units(model, i) for i in range(model.nu)],
+                                                    "the actuators' gear") if model is not None and model.nu else "1"
+
+
+def _units_coordinate(f: h5py.File, name: str, units, axis) -> None:
+    """A string dataset of per-component units on the dimension ``axis`` (CF: an auxiliary coordinate)."""
+    ds = f.create_dataset(name, data=np.array(units, dtype=h5py.string_dtype()))
+    ds.dims[0].attach_scale(axis)
+    cf.describe(ds, *cf.VARIABLES[name])
 
 
 # Room kept free beyond a write's raw bytes: HDF5's metadata (chunk index, object headers) grows with it.
@@ -238,7 +376,7 @@ def _state_axes(f: h5py.File, spec: FileSpec, B: int, n: int, c0) -> None:
     f["time"].make_scale("time")
     world = f.create_dataset("world", data=np.arange(B, dtype=np.int64))
     world.make_scale("world")
-    labels = _state_labels(f["layout"][()])
+    labels = _state_labels(read_table(f["layout_table"]))
     if len(labels) == n:
         _attach_scales(f, ("x", "x0"), world, _label_scale(f, "state", labels))
     for name in ("status", "status_step"):
@@ -248,17 +386,17 @@ def _state_axes(f: h5py.File, spec: FileSpec, B: int, n: int, c0) -> None:
         if len(cl) == c0.shape[1]:
             _attach_scales(f, ("carry", "carry0"), world, _label_scale(f, "carry_index", cl))
     f["progress"].dims[0].attach_scale(_label_scale(f, "progress_field", ["samples", "complete"]))
-    f["layout"].dims[0].attach_scale(_label_scale(f, "layout_row", [decode_name(r["name"]) for r in f["layout"][()]]))
     f.attrs["state_labels"] = "state, qpos_index, qvel_index, carry_index: component labels of x, qpos, qvel, carry"
 
 
 def _label_scale(f: h5py.File, path: str, labels) -> h5py.Dataset:
     ds = f.create_dataset(path, data=np.array([str(v) for v in labels], dtype=h5py.string_dtype()))
     ds.make_scale(path.rsplit("/", 1)[-1])
+    cf.describe(ds, *cf.label_attrs(path))
     return ds
 
 
-def _create_outputs(f: h5py.File, spec: FileSpec, T: int, B: int) -> None:
+def _create_outputs(f: h5py.File, spec: FileSpec, T: int, B: int, model) -> None:
     """``/outputs/<name>`` (T, B, ...) with their attributes and dimension scales, the ``/sensors`` table
     and, per sensor, virtual datasets ``/sensors/<name>`` over ``/outputs/sensordata``."""
     g = f.create_group("outputs")
@@ -270,39 +408,72 @@ def _create_outputs(f: h5py.File, spec: FileSpec, T: int, B: int) -> None:
         ds = g.create_dataset(name, shape=(T, B) + shape, maxshape=(None, B) + shape, dtype=spec.sample_dtype,
                               chunks=ch[:2] + shape, fillvalue=np.nan, **compression_kwargs(spec.compression),
                               **checksum_kwargs())
+        key = name.replace("/", "_").replace(":", "_")
         for k, v in attrs.items():
-            ds.attrs[k] = v
+            if np.ndim(v) >= 2:  # netCDF cannot read a 2-D attribute: a dataset beside the output instead
+                _array_beside(g, f"_{key}_{k}", np.asarray(v), f"{k} of output {name}")
+                ds.attrs[k] = f"outputs/_{key}_{k}"
+            else:
+                ds.attrs[k] = v
+        ds.attrs["long_name"] = f"recorded output {name} (MuJoCo {attrs.get('mujoco_field', 'user function')})"
+        ds.attrs.setdefault("units", "unknown")
         ds.dims[0].attach_scale(time)
         ds.dims[1].attach_scale(world)
-        key = name.replace("/", "_").replace(":", "_")
-        axes = [labels, comps] if len(shape) == 2 else [comps or labels]
-        for i, lab in enumerate(axes):
-            if lab and len(lab) == shape[i]:
-                ds.dims[2 + i].attach_scale(_label_scale(f, f"outputs/_{key}_{2 + i}", lab))
+        axes = [labels, comps] if len(shape) >= 2 else [comps or labels]
+        for i, size in enumerate(shape):  # every axis named: its labels, or indices where there are none
+            lab = axes[i] if i < len(axes) and axes[i] and len(axes[i]) == size else [str(j) for j in range(size)]
+            ds.dims[2 + i].attach_scale(_label_scale(f, f"outputs/_{key}_{2 + i}", lab))
     if spec.sensors:
-        rows = np.array([(r["name"], r["type"], r["object"], r["adr"], r["dim"], r["cutoff"], r["noise"])
-                         for r in spec.sensors], dtype=SENSOR_DTYPE)
+        units = [cf.sensor_units(model, r) for r in spec.sensors]
+        rows = np.array([(r["name"], r["type"], r["object"], r["adr"], r["dim"], r["cutoff"], r["noise"], u)
+                         for r, u in zip(spec.sensors, units)], dtype=SENSOR_DTYPE)
         sg = f.create_group("sensors")
-        sg.attrs["table"] = "sensors/table: name, type, object, adr, dim, cutoff, noise (MuJoCo sensor fields)"
-        sg.create_dataset("table", data=rows).dims[0].attach_scale(
-            _label_scale(f, "sensors/sensor", [r["name"] for r in spec.sensors]))
+        sg.attrs["table"] = "sensors/table: name, type, object, adr, dim, cutoff, noise, units (MuJoCo sensor fields)"
+        write_table(sg, "table", rows, "sensor", [r["name"] for r in spec.sensors], column_attrs=SENSOR_COLUMNS)
         if "sensordata" in f["outputs"]:
             _sensor_views(f, T, B)
+            _sensordata_units(f, rows)
+
+
+def _array_beside(g, name: str, v: np.ndarray, long_name: str) -> None:
+    ds = g.create_dataset(name, data=v)
+    for i, size in enumerate(v.shape):
+        ds.dims[i].attach_scale(dimension(g, f"{name}_{i}", size))
+    cf.describe(ds, long_name, "1")
+
+
+def _sensordata_units(f: h5py.File, rows) -> None:
+    """``/outputs/_sensordata_units``: each sensordata column's unit (its sensor's), on the column axis."""
+    ds = f["outputs/sensordata"]
+    if ds.ndim != 3 or not len(ds.dims[2]):
+        return
+    units = ["unknown"] * ds.shape[2]
+    for r in rows:
+        units[int(r["adr"]):int(r["adr"]) + int(r["dim"])] = [str(r["units"])] * int(r["dim"])
+    u = f["outputs"].create_dataset("_sensordata_units", data=np.array(units, dtype=h5py.string_dtype()))
+    u.dims[0].attach_scale(ds.dims[2][0])
+    cf.describe(u, "unit of each sensordata column", "1")
+    ds.attrs["units"] = cf.common_units(units, "outputs/_sensordata_units")
 
 
 SENSOR_DTYPE = np.dtype([("name", h5py.string_dtype()), ("type", h5py.string_dtype()),
                          ("object", h5py.string_dtype()), ("adr", "i8"), ("dim", "i8"), ("cutoff", "f8"),
-                         ("noise", "f8")])
+                         ("noise", "f8"), ("units", h5py.string_dtype())])
+SENSOR_COLUMNS = {c: {"long_name": d, "units": u} for c, d, u in (
+    ("name", "sensor name", "1"), ("type", "MuJoCo sensor type (mjtSensor)", "1"),
+    ("object", "the object the sensor is attached to (type:name)", "1"),
+    ("adr", "first column in sensordata (sensor_adr)", "1"), ("dim", "columns in sensordata (sensor_dim)", "1"),
+    ("cutoff", "sensor_cutoff (in the sensor's units)", "1"), ("noise", "sensor_noise (standard deviation)", "1"),
+    ("units", "unit of the sensor's values", "1"))}
 
 
 def _sensor_views(f: h5py.File, T: int, B: int) -> None:
     src_ds = f["outputs/sensordata"]
     nsd = src_ds.shape[2]
-    for r in f["sensors/table"][()]:
+    for r in read_table(f["sensors/table"]):
         name, adr, dim = r["name"].decode() if isinstance(r["name"], bytes) else r["name"], int(r["adr"]), int(r["dim"])
         path = f"sensors/{name}"
-        if path in f:
-            del f[path]
+        kept = _drop(f, path)
         lay = h5py.VirtualLayout(shape=(T, B, dim), dtype=src_ds.dtype)  # the source's width
         src = h5py.VirtualSource(".", "outputs/sensordata", shape=(T, B, nsd))
         if T and B:
@@ -310,7 +481,10 @@ def _sensor_views(f: h5py.File, T: int, B: int) -> None:
         vds = f.create_virtual_dataset(path, lay, fillvalue=np.nan)
         for k in ("semantics", "stage"):
             vds.attrs[k] = src_ds.attrs[k]
+        vds.attrs["long_name"] = f"sensor {name} ({decode_name(r['type'])} of {decode_name(r['object'])})"
+        vds.attrs["units"] = decode_name(r["units"]) if "units" in (r.dtype.names or ()) else "unknown"
         vds.attrs["sensordata_columns"] = f"{adr}:{adr + dim}"
+        vds.attrs.update(kept)
         _sensor_axes(f, vds, name, dim, B)
 
 
@@ -321,9 +495,13 @@ def _group_axes(g, T: int, B: int):
         lay = h5py.VirtualLayout(shape=(T,), maxshape=(None,), dtype="f8")
         U = h5py.h5s.UNLIMITED
         lay[0:U] = h5py.VirtualSource(".", "time", shape=(T,), maxshape=(None,))[0:U]
-        g.create_virtual_dataset("time", lay, fillvalue=np.nan).make_scale("time")
+        ds = g.create_virtual_dataset("time", lay, fillvalue=np.nan)
+        ds.make_scale("time")
+        cf.describe(ds, *cf.VARIABLES["time"])
     if "world" not in g:
-        g.create_dataset("world", data=np.arange(B, dtype=np.int64)).make_scale("world")
+        ds = g.create_dataset("world", data=np.arange(B, dtype=np.int64))
+        ds.make_scale("world")
+        cf.describe(ds, *cf.VARIABLES["world"])
     return g["time"], g["world"]
 
 
@@ -338,16 +516,30 @@ def _sensor_axes(f: h5py.File, vds, name: str, dim: int, B: int) -> None:
         vds.dims[i].attach_scale(scale)
 
 
+# Attributes HDF5's dimension scales keep for themselves (references into the file).
+SCALE_KEYS = ("DIMENSION_LIST", "REFERENCE_LIST", "CLASS", "NAME")
+
+
+def _drop(f: h5py.File, path: str) -> dict:
+    """Delete ``path`` (a view about to be rebuilt at a new length); returns its own attributes to put back."""
+    if path not in f:
+        return {}
+    kept = {k: v for k, v in f[path].attrs.items() if k not in SCALE_KEYS}
+    del f[path]
+    return kept
+
+
 def _virtual(f: h5py.File, name: str, seg: slice, T: int, B: int, n: int) -> None:
-    if name in f:
-        del f[name]
+    kept = _drop(f, name)
     width = seg.stop - seg.start
     lay = h5py.VirtualLayout(shape=(T, B, width), dtype=f["x"].dtype)  # the source's width (float64 or float32)
     # "." = this very file, so the virtual datasets survive renaming or moving the file.
     src = h5py.VirtualSource(".", "x", shape=(T, B, n))
     if T and B and width:
         lay[:, :, :] = src[:, :, seg.start:seg.stop]
-    _attach_vds_axes(f, f.create_virtual_dataset(name, lay, fillvalue=np.nan), name, seg)
+    vds = f.create_virtual_dataset(name, lay, fillvalue=np.nan)
+    vds.attrs.update(kept)
+    _attach_vds_axes(f, vds, name, seg)
 
 
 def _carry_views(f: h5py.File, T: int, B: int) -> None:
@@ -356,12 +548,11 @@ def _carry_views(f: h5py.File, T: int, B: int) -> None:
     names = [v for v in decode_attr(f.attrs.get("carry_views", "")).split(",") if v]
     if not names:
         return
-    slots = carry_slots_of_table(f["layout"][()])
+    slots = carry_slots_of_table(layout_rows(f))
     nc = f["carry"].shape[2]
     for name in names:
         shape, off, size = slots[name]
-        if name in f:
-            del f[name]
+        kept = _drop(f, name)
         lay = h5py.VirtualLayout(shape=(T, B) + ((size,) if shape else ()), dtype=f["carry"].dtype)
         src = h5py.VirtualSource(".", "carry", shape=(T, B, nc))
         if T and B:
@@ -370,6 +561,7 @@ def _carry_views(f: h5py.File, T: int, B: int) -> None:
             else:
                 lay[:, :] = src[:, :, off]
         vds = f.create_virtual_dataset(name, lay, fillvalue=np.nan)
+        vds.attrs.update(kept)
         if "time" in f and "world" in f:
             vds.dims[0].attach_scale(f["time"])
             vds.dims[1].attach_scale(f["world"])
@@ -403,11 +595,24 @@ def open_for_write(path: str) -> h5py.File:
 
     try:
         reopen_for_write(path)
-        return h5py.File(path, "r+", libver="latest", locking=False) if _is_swmr_format(path) else \
-            h5py.File(path, "r+", locking=False)
+        return open_rw(path) if _is_swmr_format(path) else h5py.File(path, "r+", locking=False)
     except OSError as e:
         raise RolloutWriteError(f"{path}: cannot open for writing: {_os_text(e)}", path=path, dataset="(open)",
                                 os_error=e) from None
+
+
+def open_rw(path: str) -> h5py.File:
+    """``path`` opened read-write: a version 2 file in the 1.10 format it was written in (``LIBVER``), so what
+    is added stays readable by HDF5 1.10; a version 1 file in the latest format, as it was written (HDF5
+    cannot extend its newer objects under a lower bound)."""
+    with h5py.File(path, "r", locking=False) as f:
+        version = int(decode_attr(f.attrs.get("format_version", 1)) or 1)
+    return h5py.File(path, "r+", libver=LIBVER if version >= 2 else "latest", locking=False)
+
+
+def layout_rows(f: h5py.File) -> np.ndarray:
+    """The layout table of a file of either version (``/layout_table`` columns, or version 1's ``/layout``)."""
+    return read_table(f["layout_table"] if "layout_table" in f else f["layout"])
 
 
 def _is_swmr_format(path: str) -> bool:
@@ -419,7 +624,8 @@ def _is_swmr_format(path: str) -> bool:
 def extend_rollout_file(path: str, samples: int, attrs: dict, start: int | None = None) -> None:
     """Prepare an existing file for a resumed run: grow ``/x``, ``/carry`` and ``/time`` to ``samples``,
     update attrs, mark it incomplete; ``start``: the sample the run resumes from (what readers see until
-    the next chunk lands; default: the samples the file holds)."""
+    the next chunk lands; default: the samples the file holds). ``/inputs/ctrl`` stays: a resume is refused
+    unless its array controls are the run's own (the ``ctrl`` attribute's digest)."""
     f = open_for_write(path)
     try:
         with f:
@@ -629,7 +835,7 @@ class RolloutWriter:
             self._ds = {}
             f.close()
             if late:  # HDF5 could not change attributes in SWMR mode: do it now, no reader can be confused
-                with h5py.File(self.path, "r+", libver="latest", locking=False) as g:
+                with open_rw(self.path) as g:
                     self._set_final_attrs(g, complete, attrs or {})
         except (OSError, RuntimeError) as e:
             self._error = (self._at, e)
@@ -652,6 +858,11 @@ class RolloutWriter:
 
 EPISODE_ROW = np.dtype([("world", "<i8"), ("episode", "<i8"), ("start_step", "<i8"), ("end_step", "<i8"),
                         ("end", h5py.string_dtype())])
+EPISODE_COLUMNS = {c: {"long_name": d, "units": "1"} for c, d in (
+    ("world", "world index"), ("episode", "episode index within the world"),
+    ("start_step", "global index of the episode's first step (-1: between two samples)"),
+    ("end_step", "global index of the episode's last step"),
+    ("end", "how the episode ended: terminated | failed | truncated (the run ended) | running"))}
 
 
 def write_episode_table(path: str, rows: list[dict]) -> None:
@@ -660,15 +871,19 @@ def write_episode_table(path: str, rows: list[dict]) -> None:
     table = np.array([(d["world"], d["episode"], d["start_step"], d["end_step"], d["end"]) for d in rows],
                      dtype=EPISODE_ROW)
     try:
-        with h5py.File(path, "r+", libver="latest", locking=False) as f:
+        with open_rw(path) as f:
             for name in ("episodes", "episode_row"):
                 if name in f:
                     del f[name]
-            ds = f.create_dataset("episodes", data=table)
-            ds.attrs["end"] = "terminated | failed | truncated (the run ended) | running"
-            rows = f.create_dataset("episode_row", data=np.arange(len(table), dtype=np.int64))
-            rows.make_scale("episode_row")  # a named axis for generic readers (xarray), not a phony one
-            ds.dims[0].attach_scale(rows)
+            if int(decode_attr(f.attrs.get("format_version", 1))) < 2:  # a resumed version 1 file keeps its form
+                ds = f.create_dataset("episodes", data=table)
+                ds.attrs["end"] = "terminated | failed | truncated (the run ended) | running"
+                rows = f.create_dataset("episode_row", data=np.arange(len(table), dtype=np.int64))
+                rows.make_scale("episode_row")  # a named axis for generic readers (xarray), not a phony one
+                ds.dims[0].attach_scale(rows)
+                return
+            g = write_table(f, "episodes", table, "episode_row", column_attrs=EPISODE_COLUMNS)
+            g.attrs["long_name"] = "episodes of every world: one row per world and episode"
     except OSError as e:
         raise RolloutWriteError(f"{path}: writing /episodes failed: {_os_text(e)}; the samples are complete, "
                                 f"open_rollout(path).episodes(world) derives them", path=path, dataset="episodes",
