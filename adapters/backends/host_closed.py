@@ -28,7 +28,7 @@ class ClosedLoopRunner(ChunkRunner):
 
     def __call__(self, x, carry, status, status_step, k0: int, ctrl=None, dest=None,
                  carries: bool = True) -> HostChunk:
-        req, loop, B, n = self.req, self.req.loop, self.B, self.n
+        req, episodes, B, n = self.req, self.req.loop, self.B, self.n  # (self.loop: the step-by-step fallback)
         R, S = req.record_every, req.chunk // req.record_every
         nstep = max(0, min(req.chunk, req.steps - k0))
         x = np.array(x, np.float64)
@@ -41,15 +41,15 @@ class ClosedLoopRunner(ChunkRunner):
         while k < end:
             live = status == 0
             x_pre, carry_pre = x, carry
-            x, carry = loop.begin(k, x, carry, live)
-            g = loop.segment(k, carry, live, min(end - k, R - k % R))
+            x, carry = episodes.begin(k, x, carry, live)
+            g = episodes.segment(k, carry, live, min(end - k, R - k % R))  # to the next due moment or sample
             ids = np.flatnonzero(live)
             if len(ids):
                 x, carry, status, status_step = self._segment(ids, k, g, x, carry, x_pre, carry_pre, status,
                                                               status_step, None if u_arr is None else
                                                               u_arr[:, k - k0:k - k0 + g])
             ok = live & (status == 0)
-            carry, status, status_step = loop.end(k + g - 1, x, carry, ok, status, status_step)
+            carry, status, status_step = episodes.end(k + g - 1, x, carry, ok, status, status_step)
             k += g
             if k % R == 0:
                 j = (k - k0) // R - 1
