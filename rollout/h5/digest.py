@@ -7,6 +7,7 @@ the compatibility log), the ``/layout`` table and the settings attributes. ``ver
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 
@@ -43,3 +44,307 @@ def content_digest(f: h5py.File) -> str:
     for k, v in sorted(settings(f).items()):
         h.update(k.encode() + b"\0" + _bytes(v if not isinstance(v, np.ndarray) else v) + b"\0")
     return h.hexdigest()
+
+
+# -- content hashes: every object, attribute, dimension scale and chunk of the file ------------------------
+#
+# ``content_digest`` above covers the model and the settings only. The records below cover everything a
+# reader can get out of a file, found by walking it (so datasets added later are covered without a list):
+#
+#   /integrity/object     (N,)     the path of every object (group, dataset) but /integrity's own, sorted
+#   /integrity/meta       (N, 32)  BLAKE2b-256 of each object's kind, type, shape, chunking, fill value,
+#                                  virtual mapping and attributes (dimension-scale references resolved to
+#                                  the scale's path, so attached scales are covered)
+#   /integrity/value      (N, 32)  BLAKE2b-256 of the values of each dataset that is not streamed or
+#                                  virtual (zeros: no value of its own); the writer updates the rows of the
+#                                  datasets it rewrites in place each chunk (``/status``, ``/status_step``)
+#   /integrity/blocks/<k> (nblocks, 32)  per streamed dataset (chunked, growable along time), the hash of
+#                                  each block of ``block_rows`` samples (its HDF5 chunk length along time) as
+#                                  a reader gets them (C order, stored dtype), written by the writer right
+#                                  after the rows are flushed and before ``/progress`` publishes them
+#
+# Hashes are over values as read (dtype as stored), so they hold through compression and h5repack, and
+# a flip anywhere that changes what a reader returns changes a hash. ``/progress`` is the one value not
+# hashed (it is published after the hashes, each chunk): ``verify`` checks it against the root attributes
+# ``samples``/``complete`` and the blocks. Fletcher-32 stays as HDF5's own check of the stored bytes.
+
+INTEGRITY_GROUP = "integrity"
+MARKER = b"mjharness-rollout"   # also the group's ``format`` attribute: a second copy of the file's identity
+HASH_NAME = "blake2b-256"
+DIGEST_SIZE = 32
+ZERO = bytes(DIGEST_SIZE)
+UNHASHED_VALUES = ("progress",)       # rewritten in place after the hashes; checked for consistency instead
+ROOT_VOLATILE = ("samples", "complete")  # lag /progress while written; checked against it instead
+_HASHES = True
+
+
+@contextlib.contextmanager
+def without_hashes():
+    """Files created inside get no content hashes: only to measure what they cost (``mjharness bench``'s
+    ``rollout_h5_nocheck`` peer, ``scripts/measure_checksum_cost.py``); every user-facing file has them."""
+    global _HASHES
+    saved, _HASHES = _HASHES, False
+    try:
+        yield
+    finally:
+        _HASHES = saved
+
+
+def hasher():
+    return hashlib.blake2b(digest_size=DIGEST_SIZE)
+
+
+def feed(h, v, f: h5py.File | None = None) -> None:
+    """Feed ``v`` (an attribute or dataset value as h5py returns it) to ``h`` canonically: numbers by dtype
+    and bytes, strings by value, object references by the path of the object they point to."""
+    if isinstance(v, h5py.Reference):
+        h.update(b"R" + (f[v].name.encode() if v and f is not None else b"null") + b"\0")
+    elif isinstance(v, h5py.RegionReference):
+        h.update(b"G" + (f[v].name.encode() if v and f is not None else b"null") + b"\0")
+    elif isinstance(v, (bytes, np.bytes_)):
+        h.update(b"B%d:" % len(v) + bytes(v))
+    elif isinstance(v, str):
+        e = v.encode("utf-8", "surrogatepass")
+        h.update(b"S%d:" % len(e) + e)
+    elif isinstance(v, h5py.Empty):
+        h.update(b"E" + np.dtype(v.dtype).str.encode())
+    elif isinstance(v, np.ndarray):
+        _feed_array(h, v, f)
+    elif isinstance(v, np.void):
+        _feed_array(h, np.asarray(v), f)
+    elif isinstance(v, np.generic):
+        h.update(b"N" + v.dtype.str.encode() + v.tobytes())
+    else:
+        h.update(b"P" + repr(v).encode())
+
+
+def _has_objects(dt: np.dtype) -> bool:
+    if dt.names:
+        return any(_has_objects(dt.fields[n][0]) for n in dt.names)
+    return dt.kind == "O" or (dt.subdtype is not None and _has_objects(dt.subdtype[0]))
+
+
+def _feed_array(h, a: np.ndarray, f) -> None:
+    h.update(b"A" + repr(a.shape).encode())
+    if not _has_objects(a.dtype):
+        h.update(repr(a.dtype.descr if a.dtype.names else a.dtype.str).encode())
+        h.update(np.ascontiguousarray(a).data.cast("B") if a.size else b"")
+        return
+    if a.dtype.names:
+        for rec in a.ravel():
+            for name in a.dtype.names:
+                h.update(name.encode() + b"=")
+                feed(h, rec[name], f)
+        return
+    for e in a.ravel():
+        feed(h, e, f)
+
+
+def feed_rows(h, a: np.ndarray) -> None:
+    """Rows of a streamed dataset (numbers): their bytes as stored, C order; the same on write and on read."""
+    a = np.ascontiguousarray(a)
+    if a.size:
+        h.update(a.data.cast("B"))
+
+
+def is_streamed(ds: h5py.Dataset) -> bool:
+    """A dataset written chunk by chunk while the run goes: chunked, growable along time, not virtual."""
+    return (not ds.is_virtual and ds.chunks is not None and ds.maxshape is not None and len(ds.maxshape) >= 1
+            and ds.maxshape[0] is None)
+
+
+def block_key(path: str) -> str:
+    return path.strip("/").replace("/", ".")
+
+
+def walk(f: h5py.File):
+    """(path, object or the exception that opening it raised) of every object but ``/integrity``'s, root first,
+    members in name order. A group whose member list does not read yields that exception under its path."""
+    yield "/", f
+    yield from _walk(f, "/")
+
+
+def _walk(g, prefix: str):
+    try:
+        names = sorted(g.keys())
+    except Exception as e:  # noqa: BLE001 - a damaged group is reported under its path, not raised
+        yield prefix + "(members)", e
+        return
+    for name in names:
+        path = prefix + name
+        if path == "/" + INTEGRITY_GROUP:
+            continue
+        try:
+            obj = g[name]
+        except Exception as e:  # noqa: BLE001
+            yield path, e
+            continue
+        yield path, obj
+        if isinstance(obj, h5py.Group):
+            yield from _walk(obj, path + "/")
+
+
+def meta_digest(f: h5py.File, path: str, obj) -> bytes:
+    """The hash of what describes ``obj``: kind, type, shape, chunking, fill value, virtual mapping, attributes."""
+    h = hasher()
+    h.update(path.encode() + b"\0")
+    if isinstance(obj, h5py.Dataset):
+        h.update(b"dataset")
+        feed(h, repr((obj.dtype.descr if obj.dtype.names else obj.dtype.str, obj.shape, obj.maxshape, obj.chunks,
+                      obj.is_virtual)))
+        h5py.check_dtype(vlen=obj.dtype)  # reads the type message
+        fill = obj.fillvalue
+        feed(h, fill, f)
+        if obj.is_virtual:
+            for m in obj.virtual_sources():
+                feed(h, repr((m.file_name, m.dset_name, m.vspace.get_select_bounds(),
+                              m.src_space.get_select_bounds())))
+    else:
+        h.update(b"group")
+    for key in sorted(obj.attrs.keys()):
+        if path == "/" and key in ROOT_VOLATILE:
+            continue
+        h.update(b"@" + key.encode() + b"\0")
+        feed(h, obj.attrs[key], f)
+    return h.digest()
+
+
+def value_digest(f: h5py.File, ds: h5py.Dataset) -> bytes:
+    """The hash of a (not streamed, not virtual) dataset's values; ZERO for the datasets that have none of
+    their own (streamed: ``blocks``; virtual: their sources; ``/progress``: checked for consistency)."""
+    if ds.is_virtual or is_streamed(ds) or ds.name.lstrip("/") in UNHASHED_VALUES:
+        return ZERO
+    h = hasher()
+    feed(h, ds[()], f)
+    return h.digest()
+
+
+def array_digest(a: np.ndarray, dtype) -> bytes:
+    """``value_digest`` of values about to be written to a dataset of ``dtype`` (what a reader will get)."""
+    h = hasher()
+    feed(h, np.asarray(a, dtype=dtype))
+    return h.digest()
+
+
+def _digest_table(g, name: str, rows: list[bytes], scale) -> h5py.Dataset:
+    data = np.frombuffer(b"".join(rows), dtype=np.uint8).reshape(len(rows), DIGEST_SIZE)
+    ds = g.create_dataset(name, data=data, maxshape=(None, DIGEST_SIZE), chunks=(max(1, min(len(rows), 4096)),
+                                                                                  DIGEST_SIZE))
+    ds.attrs["units"] = "1"
+    ds.attrs["long_name"] = f"{HASH_NAME} content hash"
+    ds.dims[0].attach_scale(scale)
+    ds.dims[1].attach_scale(g.file[f"{INTEGRITY_GROUP}/digest_byte"])
+    return ds
+
+
+def _recreate(g, name: str):
+    if name in g:
+        del g[name]
+
+
+def seal(f: h5py.File, *, create: bool) -> bool:
+    """(Re)write the object table and its hashes, and give every streamed dataset its block table (rows
+    already recorded are kept). ``create``: add the records to a file without them (new files); otherwise
+    only a file that has them is resealed (files written before content hashes stay as they are).
+    Returns whether the file has records now. Call with the file open for writing, not in SWMR mode."""
+    if INTEGRITY_GROUP not in f and not (create and _HASHES):
+        return False
+    g = f.require_group(INTEGRITY_GROUP)
+    g.attrs["format"] = MARKER.decode()
+    g.attrs["hash"] = HASH_NAME
+    g.attrs["long_name"] = "content hashes of every object, attribute, dimension scale and chunk (mjharness verify)"
+    if "digest_byte" not in g:
+        g.create_dataset("digest_byte", data=np.arange(DIGEST_SIZE, dtype=np.uint8)).make_scale("digest_byte")
+    objs = [(p, o) for p, o in walk(f) if not isinstance(o, Exception)]
+    for name in ("meta", "value", "object"):
+        _recreate(g, name)
+    names = g.create_dataset("object", data=np.array([p for p, _ in objs], dtype=h5py.string_dtype()))
+    names.make_scale("object")
+    _digest_table(g, "meta", [meta_digest(f, p, o) for p, o in objs], names)
+    _digest_table(g, "value", [value_digest(f, o) if isinstance(o, h5py.Dataset) else ZERO for _, o in objs], names)
+    blocks, starts = g.require_group("blocks"), g.require_group("block_start")
+    for path, ds in objs:
+        if isinstance(ds, h5py.Dataset) and is_streamed(ds):
+            _block_table(blocks, starts, path, ds)
+    return True
+
+
+def _block_table(blocks, starts, path: str, ds: h5py.Dataset) -> None:
+    rows = int(ds.chunks[0])
+    nb = -(-int(ds.shape[0]) // rows)
+    key = block_key(path)
+    if key in blocks and int(blocks[key].attrs["block_rows"]) == rows:
+        if blocks[key].shape[0] != nb:
+            blocks[key].resize((nb, DIGEST_SIZE))
+            starts[key].resize((nb,))
+            starts[key][:] = np.arange(nb, dtype=np.int64) * rows
+        return
+    for g in (blocks, starts):
+        _recreate(g, key)
+    s = starts.create_dataset(key, data=np.arange(nb, dtype=np.int64) * rows, maxshape=(None,),
+                              chunks=(max(1, min(nb, 4096)),))
+    s.make_scale(f"{key}_block")
+    s.attrs["units"] = "1"
+    s.attrs["long_name"] = f"first sample of each hashed block of {path}"
+    t = _digest_table(blocks, key, [ZERO] * nb, s)
+    t.attrs["dataset"] = path
+    t.attrs["block_rows"] = np.int64(rows)
+
+
+def seal_path(path: str) -> None:
+    """``seal(create=False)`` of the closed file ``path`` (after a change outside the streaming writer)."""
+    with h5py.File(path, "r+", locking=False) as f:
+        seal(f, create=False)
+
+
+class ChunkDigests:
+    """The writer's side: ``record(rows, j0, j1)`` hashes the rows it has just written and stores the hashes
+    (block tables for streamed datasets, ``/integrity/value`` rows for datasets rewritten whole). SWMR-safe:
+    only writes into datasets that exist. A block a chunk fills in part is hashed on with the state kept from
+    the chunk before (or, after a resume, the rows on disk)."""
+
+    def __init__(self, f: h5py.File):
+        self._f = f
+        self.active = INTEGRITY_GROUP in f
+        if not self.active:
+            return
+        g = f[INTEGRITY_GROUP]
+        self._row = {decode_attr(p).lstrip("/"): i for i, p in enumerate(g["object"][()])}
+        self._value = g["value"]
+        self._blocks = {decode_attr(t.attrs["dataset"]).lstrip("/"): t for t in g["blocks"].values()}
+        self._pending: dict = {}
+        self._ds: dict = {}
+
+    def record(self, rows, j0: int, j1: int) -> None:
+        if not self.active:
+            return
+        touched = set()
+        for name, v in rows:
+            ds = self._ds.get(name) or self._ds.setdefault(name, self._f[name])
+            if name in self._blocks:
+                self._record_blocks(name, ds, np.asarray(v, dtype=ds.dtype), j0, j1)
+                touched.add(self._blocks[name])
+            elif name in self._row:
+                self._value[self._row[name]] = np.frombuffer(array_digest(v, ds.dtype), dtype=np.uint8)
+                touched.add(self._value)
+        for t in touched:
+            t.flush()
+
+    def _record_blocks(self, name, ds, a, j0: int, j1: int) -> None:
+        table = self._blocks[name]
+        c = int(table.attrs["block_rows"])
+        r = j0
+        while r < j1:
+            k = r // c
+            s, e = k * c, min(k * c + c, j1)
+            p = self._pending.get(name)
+            if p is not None and p[0] == k and p[2] == r:
+                h = p[1]
+            else:
+                h = hasher()
+                if s < r:  # the block's first rows were written before this writer (a resume): as on disk
+                    feed_rows(h, ds[s:r])
+            feed_rows(h, a[r - j0:e - j0])
+            table[k] = np.frombuffer(h.digest(), dtype=np.uint8)
+            self._pending[name] = (k, h, e)
+            r = e
