@@ -243,8 +243,11 @@ def _joined_result(out, r, stats) -> RolloutResult:
 def _write_world_index(path, lo, B):
     import h5py
 
+    from ..h5.digest import seal
+
     with h5py.File(path, "r+", locking=False) as f:
         if "world_index" not in f:
             ds = f.create_dataset("world_index", data=np.arange(lo, lo + B, dtype=np.int64))
             if "world" in f and f["world"].shape == (B,):  # the shard's world axis (xarray: no phony dimension)
                 ds.dims[0].attach_scale(f["world"])
+            seal(f, create=False)  # the shard's content hashes cover the new dataset

@@ -97,10 +97,8 @@ def hasher():
 def feed(h, v, f: h5py.File | None = None) -> None:
     """Feed ``v`` (an attribute or dataset value as h5py returns it) to ``h`` canonically: numbers by dtype
     and bytes, strings by value, object references by the path of the object they point to."""
-    if isinstance(v, h5py.Reference):
-        h.update(b"R" + (f[v].name.encode() if v and f is not None else b"null") + b"\0")
-    elif isinstance(v, h5py.RegionReference):
-        h.update(b"G" + (f[v].name.encode() if v and f is not None else b"null") + b"\0")
+    if isinstance(v, (h5py.Reference, h5py.RegionReference)):
+        h.update(b"R" + _ref_name(v, f) + b"\0")
     elif isinstance(v, (bytes, np.bytes_)):
         h.update(b"B%d:" % len(v) + bytes(v))
     elif isinstance(v, str):
@@ -118,6 +116,15 @@ def feed(h, v, f: h5py.File | None = None) -> None:
         h.update(b"P" + repr(v).encode())
 
 
+def _ref_name(v, f) -> bytes:
+    """The path a reference points to; a reference to a deleted object (HDF5 leaves them in a scale's
+    ``REFERENCE_LIST`` when a dataset it was attached to is deleted) by its raw bytes."""
+    if not v or f is None:
+        return b"null"
+    try:
+        return f[v].name.encode()
+    except Exception:  # noqa: BLE001 - any failure to follow it: the same mark before and after a change
+        return b"(dangling)"
 def _has_objects(dt: np.dtype) -> bool:
     if dt.names:
         return any(_has_objects(dt.fields[n][0]) for n in dt.names)
@@ -197,8 +204,7 @@ def meta_digest(f: h5py.File, path: str, obj) -> bytes:
         feed(h, fill, f)
         if obj.is_virtual:
             for m in obj.virtual_sources():
-                feed(h, repr((m.file_name, m.dset_name, m.vspace.get_select_bounds(),
-                              m.src_space.get_select_bounds())))
+                feed(h, repr((m.file_name, m.dset_name, selection(m.vspace), selection(m.src_space))))
     else:
         h.update(b"group")
     for key in sorted(obj.attrs.keys()):
@@ -207,6 +213,22 @@ def meta_digest(f: h5py.File, path: str, obj) -> bytes:
         h.update(b"@" + key.encode() + b"\0")
         feed(h, obj.attrs[key], f)
     return h.digest()
+
+
+def selection(space) -> tuple:
+    """A dataspace's selection in one canonical form (HDF5 hands the same hyperslab back as count x block or
+    block x count, depending on whether the file was just written or reopened)."""
+    kind = space.get_select_type()
+    if kind != h5py.h5s.SEL_HYPERSLABS or not space.is_regular_hyperslab():
+        return ("other", kind, space.get_select_npoints() if kind != h5py.h5s.SEL_ALL else -1)
+    U = h5py.h5s.UNLIMITED
+    out = []
+    for start, stride, count, block in zip(*space.get_regular_hyperslab()):
+        if count == 1 or (block == stride and count != U) or (block == 1 and stride == 1):
+            out.append((start, 1, U if U in (count, block) else count * block))
+        else:
+            out.append((start, stride, count, block))
+    return ("hyperslab", tuple(out))
 
 
 def value_digest(f: h5py.File, ds: h5py.Dataset) -> bytes:
@@ -238,15 +260,24 @@ def _digest_table(g, name: str, rows: list[bytes], scale) -> h5py.Dataset:
 
 
 def _recreate(g, name: str):
-    if name in g:
-        del g[name]
+    """Delete ``g[name]``, detaching its dimension scales first (HDF5 would leave the scales' back-references
+    to the deleted dataset in place)."""
+    if name not in g:
+        return
+    ds = g[name]
+    for i, dim in enumerate(ds.dims):
+        for scale in list(dim.values()):
+            ds.dims[i].detach_scale(scale)
+    del g[name]
 
 
-def seal(f: h5py.File, *, create: bool) -> bool:
+def seal(f: h5py.File, *, create: bool, from_data: bool = False) -> bool:
     """(Re)write the object table and its hashes, and give every streamed dataset its block table (rows
     already recorded are kept). ``create``: add the records to a file without them (new files); otherwise
     only a file that has them is resealed (files written before content hashes stay as they are).
-    Returns whether the file has records now. Call with the file open for writing, not in SWMR mode."""
+    ``from_data``: hash the blocks of new block tables from the rows in the file (a file made whole, as a
+    join; a new file's rows are hashed as the writer writes them). Returns whether the file has records
+    now. Call with the file open for writing, not in SWMR mode."""
     if INTEGRITY_GROUP not in f and not (create and _HASHES):
         return False
     g = f.require_group(INTEGRITY_GROUP)
@@ -265,11 +296,11 @@ def seal(f: h5py.File, *, create: bool) -> bool:
     blocks, starts = g.require_group("blocks"), g.require_group("block_start")
     for path, ds in objs:
         if isinstance(ds, h5py.Dataset) and is_streamed(ds):
-            _block_table(blocks, starts, path, ds)
+            _block_table(blocks, starts, path, ds, from_data)
     return True
 
 
-def _block_table(blocks, starts, path: str, ds: h5py.Dataset) -> None:
+def _block_table(blocks, starts, path: str, ds: h5py.Dataset, from_data: bool) -> None:
     rows = int(ds.chunks[0])
     nb = -(-int(ds.shape[0]) // rows)
     key = block_key(path)
@@ -286,9 +317,16 @@ def _block_table(blocks, starts, path: str, ds: h5py.Dataset) -> None:
     s.make_scale(f"{key}_block")
     s.attrs["units"] = "1"
     s.attrs["long_name"] = f"first sample of each hashed block of {path}"
-    t = _digest_table(blocks, key, [ZERO] * nb, s)
+    t = _digest_table(blocks, key, [_rows_digest(ds[k * rows:k * rows + rows]) if from_data else ZERO
+                                    for k in range(nb)], s)
     t.attrs["dataset"] = path
     t.attrs["block_rows"] = np.int64(rows)
+
+
+def _rows_digest(a) -> bytes:
+    h = hasher()
+    feed_rows(h, a)
+    return h.digest()
 
 
 def seal_path(path: str) -> None:
