@@ -191,7 +191,7 @@ def _walk(g, prefix: str):
             yield from _walk(obj, path + "/")
 
 
-def meta_digest(f: h5py.File, path: str, obj) -> bytes:
+def meta_digest(f: h5py.File, path: str, obj, skip=()) -> bytes:
     """The hash of what describes ``obj``: kind, type, shape, chunking, fill value, virtual mapping, attributes."""
     h = hasher()
     h.update(path.encode() + b"\0")
@@ -208,7 +208,7 @@ def meta_digest(f: h5py.File, path: str, obj) -> bytes:
     else:
         h.update(b"group")
     for key in sorted(obj.attrs.keys()):
-        if path == "/" and key in ROOT_VOLATILE:
+        if (path == "/" and key in ROOT_VOLATILE) or key in skip:
             continue
         h.update(b"@" + key.encode() + b"\0")
         feed(h, obj.attrs[key], f)
@@ -297,7 +297,27 @@ def seal(f: h5py.File, *, create: bool, from_data: bool = False) -> bool:
     for path, ds in objs:
         if isinstance(ds, h5py.Dataset) and is_streamed(ds):
             _block_table(blocks, starts, path, ds, from_data)
+    g.attrs["records"] = records_digest(f)
     return True
+
+
+TABLES = ("meta", "value", "blocks/")  # /integrity's hash tables: compared row by row, not hashed themselves
+
+
+def records_digest(f: h5py.File) -> str:
+    """The hash of ``/integrity`` itself but for its tables' rows: its objects, their attributes (but this
+    one, ``records``), shapes, and the values of its labels (``object``, ``digest_byte``, ``block_start``)."""
+    g = f[INTEGRITY_GROUP]
+    h = hasher()
+    h.update(meta_digest(f, g.name, g, skip=("records",)))
+    for path, obj in _walk(g, g.name + "/"):
+        if isinstance(obj, Exception):
+            raise obj
+        h.update(meta_digest(f, path, obj))
+        rel = path[len(g.name) + 1:]
+        if isinstance(obj, h5py.Dataset) and not rel.startswith(TABLES):
+            feed(h, obj[()], f)
+    return h.hexdigest()
 
 
 def _block_table(blocks, starts, path: str, ds: h5py.Dataset, from_data: bool) -> None:

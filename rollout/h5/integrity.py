@@ -219,6 +219,11 @@ def _check_objects(c: _Check, samples: int | None) -> None:
         c.problem(f"/integrity: the hash records do not read ({_err(e)}); nothing can be compared")
         _check_legacy(c)
         return
+    try:
+        if dg.records_digest(c.f) != decode_attr(c.f[dg.INTEGRITY_GROUP].attrs["records"]):
+            c.problem("/integrity: the hash records' own description changed (records hash mismatch)")
+    except Exception as e:  # noqa: BLE001
+        c.problem(f"/integrity: the hash records' description does not read ({_err(e)})")
     want = {p: i for i, p in enumerate(names)}
     seen = set()
     for path, obj in dg.walk(c.f):
@@ -237,9 +242,13 @@ def _check_objects(c: _Check, samples: int | None) -> None:
             except Exception as e:  # noqa: BLE001
                 c.problem(f"{path}: its description does not read ({_err(e)})")
         if not isinstance(obj, h5py.Dataset):
+            if i is not None and value[i].any():
+                c.problem(f"/integrity/value: the row of {path} (a group: no value) is not empty")
             continue
         if dg.is_streamed(obj):
             _check_blocks(c, path, obj, samples)
+            if i is not None and value[i].any():
+                c.problem(f"/integrity/value: the row of {path} (hashed by blocks) is not empty")
         elif c.chunks(path, obj) and i is not None:
             try:
                 if dg.value_digest(c.f, obj) != value[i].tobytes():
@@ -431,3 +440,35 @@ def _verify_open(c: _Check, path: str, attrs: dict, depth: int) -> None:
     if depth == 0:
         _check_shards(c, path, attrs, depth)
 
+
+
+# -- repair ---------------------------------------------------------------------------------------------
+
+def repair(path) -> str:
+    """Make a file a killed (or failed) SWMR writer left readable by every reader, as ``h5clear -s`` does:
+    clear the superblock's "open for write" flags and set its end of allocation to the file's end
+    (``superblock.reopen_for_write``). Refused (``FileInUseError``, naming the holder) while a writer holds
+    the file's lock, and for a file that is not a rollout file; changes nothing else. Returns what it did."""
+    from .errors import RolloutFileError
+    from .lock import FileLock
+    from .superblock import reopen_for_write
+
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise RolloutFileError(f"{path}: no such file")
+    if not carries_marker(path):
+        raise RolloutFileError(f"{path}: not a rollout file; --repair changes only rollout files")
+    with FileLock(path):
+        before = superblock_state(path)
+        if before is None:
+            return f"{path}: nothing to repair (not a file a SWMR writer left: no version 2/3 superblock)"
+        if not before["checksum_ok"]:
+            return f"{path}: not repaired: its superblock is damaged (checksum fails); --repair clears a writer's " \
+                   f"marks only"
+        if not reopen_for_write(path):
+            return f"{path}: nothing to repair (closed by its writer)"
+    what = ["cleared the open-for-write flag"] if before["flags"] else []
+    if before["size"] != before["eoa"]:
+        end = max(before["eoa"], before["size"])
+        what.append(f"set the end of allocation to the file's end ({before['eoa']} -> {end} bytes)")
+    return f"{path}: repaired: {' and '.join(what)}; every HDF5 reader opens it now"
