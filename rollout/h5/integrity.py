@@ -111,6 +111,7 @@ def _open(path: str) -> h5py.File:
 class _Check:
     def __init__(self, f: h5py.File, rep: VerifyReport):
         self.f, self.rep = f, rep
+        self.open_for_write = False  # a writer has the file open, or was killed with it open
 
     def problem(self, text: str) -> None:
         self.rep.problems.append(text)
@@ -133,8 +134,9 @@ class _Check:
                 self.problem(f"{path}: attribute {k!r} does not read ({_err(e)})")
         return out
 
-    def chunks(self, path: str, ds: h5py.Dataset, rows: slice | None = None) -> bool:
-        """Read ``ds`` (rows ``rows`` of it) chunk by chunk, naming each chunk that fails; True when all read."""
+    def chunks(self, path: str, ds: h5py.Dataset, rows: slice | None = None, unpublished: bool = False) -> bool:
+        """Read ``ds`` (rows ``rows`` of it) chunk by chunk, naming each chunk that fails; True when all read.
+        ``unpublished``: rows past ``/progress`` (a killed writer's last chunk): a failure there is a note."""
         if ds.is_virtual:
             return True
         if ds.chunks is None or ds.size == 0:
@@ -160,7 +162,12 @@ class _Check:
                 ok = False
                 idx = tuple(s.start // c for s, c in zip(part, ds.chunks))
                 why = "checksum mismatch" if "checksum" in str(e).lower() else _err(e)
-                self.problem(f"{path} chunk {idx} (rows {part[0].start}..{part[0].stop - 1}): {why}")
+                text = f"{path} chunk {idx} (rows {part[0].start}..{part[0].stop - 1}): {why}"
+                if unpublished:
+                    self.rep.notes.append(text + " (past the published samples: a killed writer's last chunk, "
+                                                 "which a resume rewrites)")
+                else:
+                    self.problem(text)
         return ok
 
 
@@ -252,7 +259,11 @@ def _check_objects(c: _Check, samples: int | None) -> None:
         elif c.chunks(path, obj) and i is not None:
             try:
                 if dg.value_digest(c.f, obj) != value[i].tobytes():
-                    c.problem(f"{path}: its values changed (hash mismatch)")
+                    if c.open_for_write:  # its writer rewrites it in place each chunk: stopped between the two?
+                        c.rep.notes.append(f"{path}: its values differ from their hash: the file's writer was killed "
+                                           f"(or is writing) between rewriting it and its hash; a resume rewrites both")
+                    else:
+                        c.problem(f"{path}: its values changed (hash mismatch)")
             except Exception as e:  # noqa: BLE001
                 c.problem(f"{path}: its values do not read ({_err(e)})")
     for path in want.keys() - seen:
@@ -300,7 +311,7 @@ def _check_blocks(c: _Check, path: str, ds: h5py.Dataset, samples: int | None) -
         if h.digest() != table[k].tobytes():
             c.problem(f"{path} rows {s}..{e - 1} (block {k}): content hash mismatch")
     if n < T:
-        c.chunks(path, ds, slice(n, T))  # flushed by a killed run but not published: still checksummed
+        c.chunks(path, ds, slice(n, T), unpublished=True)  # flushed by a killed run but never published
 
 
 def _check_digests(c: _Check, attrs: dict) -> None:
@@ -430,6 +441,8 @@ def _verify_open(c: _Check, path: str, attrs: dict, depth: int) -> None:
         c.problem(f"/x: does not read ({_err(e)})")
         T = None
     samples = _progress(c, attrs, T)
+    st = superblock_state(path)
+    c.open_for_write = bool(st and st["flags"]) and not attrs.get("complete")
     if dg.INTEGRITY_GROUP in f:
         _check_objects(c, samples)
     else:
