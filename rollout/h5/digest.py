@@ -378,7 +378,7 @@ class ChunkDigests:
             return
         touched = set()
         for name, v in rows:
-            ds = self._ds.get(name) or self._ds.setdefault(name, self._f[name])
+            ds = self._dataset(name)
             if name in self._blocks:
                 self._record_blocks(name, ds, np.asarray(v, dtype=ds.dtype), j0, j1)
                 touched.add(self._blocks[name])
@@ -387,6 +387,12 @@ class ChunkDigests:
                 touched.add(self._value)
         for t in touched:
             t.flush()
+
+    def _dataset(self, name: str) -> h5py.Dataset:
+        """Our own handle on ``name`` (HDF5's, not through the file object the writer may have wrapped)."""
+        if name not in self._ds:
+            self._ds[name] = h5py.Dataset(h5py.h5d.open(self._f.id, name.encode()))
+        return self._ds[name]
 
     def _record_blocks(self, name, ds, a, j0: int, j1: int) -> None:
         table = self._blocks[name]
