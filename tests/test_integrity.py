@@ -302,3 +302,14 @@ def test_hash_free_files_for_the_bench_only(tmp_path):
         assert "integrity" not in f
     rep = verify(p)
     assert rep.status == "intact" and any("no content hashes" in n for n in rep.notes)
+
+
+def test_episode_table_written_after_the_run_is_hashed(tmp_path):
+    """``/episodes`` is written after the writer closed: the hashes are resealed with it."""
+    p = str(tmp_path / "e.h5")
+    rollout("box_on_plane", out=p, terminate=lambda t, x: t > 0.1, on_terminate="reset", **dict(RUN, steps=100))
+    with h5py.File(p, "r") as f:
+        assert "episodes" in f and "/episodes" in {v.decode() if isinstance(v, bytes) else v
+                                                   for v in f["integrity/object"][()]}
+    rep = verify(p)
+    assert rep.status == "intact", rep.summary()
