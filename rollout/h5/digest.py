@@ -13,6 +13,7 @@ import json
 
 import h5py
 import numpy as np
+import xxhash
 
 from .format import VOLATILE_ATTRS, decode_attr
 
@@ -52,13 +53,13 @@ def content_digest(f: h5py.File) -> str:
 # reader can get out of a file, found by walking it (so datasets added later are covered without a list):
 #
 #   /integrity/object     (N,)     the path of every object (group, dataset) but /integrity's own, sorted
-#   /integrity/meta       (N, 32)  BLAKE2b-256 of each object's kind, type, shape, chunking, fill value,
+#   /integrity/meta       (N, 16)  XXH3-128 of each object's kind, type, shape, chunking, fill value,
 #                                  virtual mapping and attributes (dimension-scale references resolved to
 #                                  the scale's path, so attached scales are covered)
-#   /integrity/value      (N, 32)  BLAKE2b-256 of the values of each dataset that is not streamed or
+#   /integrity/value      (N, 16)  XXH3-128 of the values of each dataset that is not streamed or
 #                                  virtual (zeros: no value of its own); the writer updates the rows of the
 #                                  datasets it rewrites in place each chunk (``/status``, ``/status_step``)
-#   /integrity/blocks/<k> (nblocks, 32)  per streamed dataset (chunked, growable along time), the hash of
+#   /integrity/blocks/<k> (nblocks, 16)  per streamed dataset (chunked, growable along time), the hash of
 #                                  each block of ``block_rows`` samples (its HDF5 chunk length along time) as
 #                                  a reader gets them (C order, stored dtype), written by the writer right
 #                                  after the rows are flushed and before ``/progress`` publishes them
@@ -70,8 +71,8 @@ def content_digest(f: h5py.File) -> str:
 
 INTEGRITY_GROUP = "integrity"
 MARKER = b"mjharness-rollout"   # also the group's ``format`` attribute: a second copy of the file's identity
-HASH_NAME = "blake2b-256"
-DIGEST_SIZE = 32
+HASH_NAME = "xxh3-128"
+DIGEST_SIZE = 16
 ZERO = bytes(DIGEST_SIZE)
 UNHASHED_VALUES = ("progress",)       # rewritten in place after the hashes; checked for consistency instead
 ROOT_VOLATILE = ("samples", "complete")  # lag /progress while written; checked against it instead
@@ -91,7 +92,10 @@ def without_hashes():
 
 
 def hasher():
-    return hashlib.blake2b(digest_size=DIGEST_SIZE)
+    """The content hash: XXH3-128 (``xxhash``). Not cryptographic (it finds damage, not forgery) and fast
+    enough to hash every written byte at a cost well under the 3 % of a run that BLAKE2b (~0.45 GB/s on
+    one core, +22 % of a run writing every step) could not meet."""
+    return xxhash.xxh3_128()
 
 
 def feed(h, v, f: h5py.File | None = None) -> None:
