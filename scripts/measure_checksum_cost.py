@@ -1,4 +1,4 @@
-"""Cost of the file's integrity checks: Fletcher-32 chunk checksums (issue 28) and BLAKE2b content hashes
+"""Cost of the file's integrity checks: Fletcher-32 chunk checksums (issue 28) and XXH3-128 content hashes
 (issue 39), the same runs written with both, with the checksums only, and with neither.
 
     python scripts/measure_checksum_cost.py [--repeats 5] [--batch 256] [--steps 2000] [--scene double_pendulum]

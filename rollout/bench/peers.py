@@ -61,7 +61,7 @@ def _without_integrity():
 
 # Engine peers writing a file, and what is around each of their calls: ``rollout_h5_nocheck`` writes neither
 # the Fletcher-32 chunk checksums nor the content hashes (what file integrity costs in all), and
-# ``rollout_h5_nohash`` keeps the checksums but not the hashes (what the BLAKE2b hashes cost); users' files
+# ``rollout_h5_nohash`` keeps the checksums but not the hashes (what the XXH3 content hashes cost); users' files
 # always have both.
 FILE_PEERS = {"rollout_h5": contextlib.nullcontext, "rollout_h5_nocheck": _without_integrity,
               "rollout_h5_nohash": without_hashes}
