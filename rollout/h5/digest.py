@@ -376,21 +376,23 @@ class ChunkDigests:
         self._blocks = {decode_attr(t.attrs["dataset"]).lstrip("/"): t for t in g["blocks"].values()}
         self._pending: dict = {}
         self._ds: dict = {}
+        self._rows: dict = {}
+        self._last = {name: self._value[i].tobytes() for name, i in self._row.items()}
 
     def record(self, rows, j0: int, j1: int) -> None:
         if not self.active:
             return
-        touched = set()
+        # One write per table and chunk (small HDF5 writes, not the hashing, are what costs); the writer's
+        # file flush right after puts them on disk before /progress.
         for name, v in rows:
             ds = self._dataset(name)
             if name in self._blocks:
                 self._record_blocks(name, ds, np.asarray(v, dtype=ds.dtype), j0, j1)
-                touched.add(self._blocks[name])
             elif name in self._row:
-                self._value[self._row[name]] = np.frombuffer(array_digest(v, ds.dtype), dtype=np.uint8)
-                touched.add(self._value)
-        for t in touched:
-            t.flush()
+                d = array_digest(v, ds.dtype)
+                if self._last.get(name) != d:  # statuses rarely change: most chunks write nothing here
+                    self._value[self._row[name]] = np.frombuffer(d, dtype=np.uint8)
+                    self._last[name] = d
 
     def _dataset(self, name: str) -> h5py.Dataset:
         """Our own handle on ``name`` (HDF5's, not through the file object the writer may have wrapped)."""
@@ -400,8 +402,8 @@ class ChunkDigests:
 
     def _record_blocks(self, name, ds, a, j0: int, j1: int) -> None:
         table = self._blocks[name]
-        c = int(table.attrs["block_rows"])
-        r = j0
+        c = self._rows.get(name) or self._rows.setdefault(name, int(table.attrs["block_rows"]))
+        r, k0, out = j0, j0 // c, []
         while r < j1:
             k = r // c
             s, e = k * c, min(k * c + c, j1)
@@ -413,6 +415,8 @@ class ChunkDigests:
                 if s < r:  # the block's first rows were written before this writer (a resume): as on disk
                     feed_rows(h, ds[s:r])
             feed_rows(h, a[r - j0:e - j0])
-            table[k] = np.frombuffer(h.digest(), dtype=np.uint8)
+            out.append(h.digest())
             self._pending[name] = (k, h, e)
             r = e
+        if out:
+            table[k0:k0 + len(out)] = np.frombuffer(b"".join(out), dtype=np.uint8).reshape(len(out), DIGEST_SIZE)
