@@ -313,3 +313,37 @@ def test_episode_table_written_after_the_run_is_hashed(tmp_path):
                                                    for v in f["integrity/object"][()]}
     rep = verify(p)
     assert rep.status == "intact", rep.summary()
+
+
+def test_a_killed_writers_damaged_file_fails_fast_not_in_swmr_retries(small, tmp_path, capsys):
+    """A file left open for write is read as a SWMR reader, which retries a damaged metadata block 100 times
+    with growing sleeps (a hang): verify allows a few, so damage there is a finding, not a wait."""
+    rng = random.Random(5)
+    for i in range(6):
+        p = _copy(small, tmp_path, f"k{i}.h5")
+        _mark_open_for_write(p)
+        at = rng.randrange(48, 4000)                 # the root's object header, attributes, the first B-trees
+        with open(p, "r+b") as fh:
+            fh.seek(at)
+            b = fh.read(1)[0]
+            fh.seek(at)
+            fh.write(bytes([b ^ 0x5A]))
+        rc, out = _verify(p, capsys)
+        assert rc in (0, 1) and "looks like a bug" not in out, out
+
+
+def test_killed_between_a_status_and_its_hash_is_a_note_other_changes_are_not(small, tmp_path, capsys):
+    p = _copy(small, tmp_path, "st.h5")
+    with h5py.File(p, "r+", libver="latest") as f:
+        f["progress"][1] = 0                         # as a killed run leaves it: incomplete, open for write
+        f.attrs["complete"] = False
+        f["status"][0] = 1                           # rewritten in place each chunk, its hash right after
+    _mark_open_for_write(p)
+    rc, out = _verify(p, capsys)
+    assert rc == 0 and "/status: its values differ from their hash" in out, out
+    assert main(["verify", "--repair", p]) == 0
+    with h5py.File(p, "r+", libver="latest") as f:
+        f["model/mjcf"][()] = "<mujoco/>"             # not rewritten by a writer: damage, killed or not
+    _mark_open_for_write(p)
+    rc, out = _verify(p, capsys)
+    assert rc == 1 and "/model/mjcf: its values changed" in out, out

@@ -275,18 +275,22 @@ def _recreate(g, name: str):
     del g[name]
 
 
-def seal(f: h5py.File, *, create: bool, from_data: bool = False) -> bool:
+def seal(f: h5py.File, *, create: bool, from_data: bool = False, rewritten: tuple = ()) -> bool:
     """(Re)write the object table and its hashes, and give every streamed dataset its block table (rows
     already recorded are kept). ``create``: add the records to a file without them (new files); otherwise
     only a file that has them is resealed (files written before content hashes stay as they are).
     ``from_data``: hash the blocks of new block tables from the rows in the file (a file made whole, as a
-    join; a new file's rows are hashed as the writer writes them). Returns whether the file has records
-    now. Call with the file open for writing, not in SWMR mode."""
+    join; a new file's rows are hashed as the writer writes them). ``rewritten``: the datasets the writer
+    rewrites in place each chunk (kept in the ``rewritten`` attribute: a killed writer may have stopped
+    between one of them and its hash, which ``verify`` then notes rather than calls damage). Returns
+    whether the file has records now. Call with the file open for writing, not in SWMR mode."""
     if INTEGRITY_GROUP not in f and not (create and _HASHES):
         return False
     g = f.require_group(INTEGRITY_GROUP)
     g.attrs["format"] = MARKER.decode()
     g.attrs["hash"] = HASH_NAME
+    if rewritten or "rewritten" not in g.attrs:
+        g.attrs["rewritten"] = ",".join(rewritten)
     g.attrs["long_name"] = "content hashes of every object, attribute, dimension scale and chunk (mjharness verify)"
     if "digest_byte" not in g:
         g.create_dataset("digest_byte", data=np.arange(DIGEST_SIZE, dtype=np.uint8)).make_scale("digest_byte")
