@@ -143,7 +143,7 @@ def _open(path: str) -> h5py.File:
 class _Check:
     def __init__(self, f: h5py.File, rep: VerifyReport):
         self.f, self.rep = f, rep
-        self.open_for_write = False  # a writer has the file open, or was killed with it open
+        self.unfinished = False  # the run has not finished (being written, killed, or stopped by a fault)
 
     def problem(self, text: str) -> None:
         self.rep.problems.append(text)
@@ -292,9 +292,9 @@ def _check_objects(c: _Check, samples: int | None) -> None:
         elif c.chunks(path, obj) and i is not None:
             try:
                 if dg.value_digest(c.f, obj) != value[i].tobytes():
-                    if c.open_for_write and path.lstrip("/") in rewritten:  # killed between it and its hash?
-                        c.rep.notes.append(f"{path}: its values differ from their hash: the file's writer was killed "
-                                           f"(or is writing) between rewriting it and its hash; a resume rewrites both")
+                    if c.unfinished and path.lstrip("/") in rewritten:  # stopped between it and its hash?
+                        c.rep.notes.append(f"{path}: its values differ from their hash: the run stopped (or is being "
+                                           f"written) between rewriting it and its hash; a resume rewrites both")
                     else:
                         c.problem(f"{path}: its values changed (hash mismatch)")
             except Exception as e:  # noqa: BLE001
@@ -474,8 +474,7 @@ def _verify_open(c: _Check, path: str, attrs: dict, depth: int) -> None:
         c.problem(f"/x: does not read ({_err(e)})")
         T = None
     samples = _progress(c, attrs, T)
-    st = superblock_state(path)
-    c.open_for_write = bool(st and st["flags"]) and not attrs.get("complete")
+    c.unfinished = attrs.get("complete") is False
     if dg.INTEGRITY_GROUP in f:
         _check_objects(c, samples)
     else:
