@@ -7,6 +7,9 @@ Two figures, each the median over interleaved repeats (all, no hashes, none, all
 - writer: ``RolloutWriter`` alone streaming (T, B, n) float64 chunks, MB/s in each mode;
 - engine: ``rollout(..., out=...)`` wall time of the run phase (``stats["run_s"]``), MuJoCo C backend,
   ``record_every=1`` (the most writing per step), in each mode.
+And, less sensitive to load, the time the writer thread spends hashing (``ChunkDigests.record``, timed
+inside the "all" runs) as a share of the run phase: an upper bound of the hashes' cost, since the writer
+thread works while the next chunk is stepped.
 Prints the load average first: figures taken on a loaded machine (load > 1.5) are provisional.
 """
 
@@ -40,6 +43,21 @@ def integrity(mode: str):
         yield
 
 
+HASH_S = [0.0]
+
+
+def _timed_record():
+    """``ChunkDigests.record`` timed into ``HASH_S`` (the writer thread's hashing work)."""
+    record = h5digest.ChunkDigests.record
+
+    def timed(self, rows, j0, j1):
+        t = time.perf_counter()
+        record(self, rows, j0, j1)
+        HASH_S[0] += time.perf_counter() - t
+
+    h5digest.ChunkDigests.record = timed
+
+
 def writer_mb_s(path: str, T: int, B: int, n: int, S: int) -> float:
     from mjharness.integrators import StateRegistry, StateSpec
 
@@ -71,18 +89,23 @@ def main() -> None:
     print(f"load average {os.getloadavg()[0]:.2f} (figures provisional above 1.5)")
     with tempfile.TemporaryDirectory() as d:
         mb = {m: [] for m in MODES}
-        for _ in range(a.repeats):
-            for m in MODES:
+        for i in range(a.repeats):
+            for m in MODES[i % 3:] + MODES[:i % 3]:  # rotated: no mode always runs after the same one
                 with integrity(m):
                     mb[m].append(writer_mb_s(os.path.join(d, "w.h5"), 4000, 256, 18, 100))
         run = {m: [] for m in MODES}
         kw = dict(steps=a.steps, batch=a.batch, record_every=1, progress=False, backend="mujoco", keep=False,
                   overwrite=True)
         rollout(a.scene, out=os.path.join(d, "warm.h5"), **kw)  # compile once
-        for _ in range(a.repeats):
-            for m in MODES:
+        _timed_record()
+        share = []
+        for i in range(a.repeats):
+            for m in MODES[i % 3:] + MODES[:i % 3]:
                 with integrity(m):
+                    HASH_S[0] = 0.0
                     run[m].append(rollout(a.scene, out=os.path.join(d, "r.h5"), **kw).stats["run_s"])
+                    if m == "all":
+                        share.append(HASH_S[0] / run[m][-1])
     w = {m: statistics.median(v) for m, v in mb.items()}
     r = {m: statistics.median(v) for m, v in run.items()}
     print("writer alone: " + ", ".join(f"{w[m]:.0f} MB/s ({m})" for m in MODES) +
@@ -92,6 +115,8 @@ def main() -> None:
           ", ".join(f"{r[m]:.3f} s ({m})" for m in MODES) +
           f"; hashes {100 * (r['all'] / r['no hashes'] - 1):+.1f} %, checksums + hashes "
           f"{100 * (r['all'] / r['none'] - 1):+.1f} %")
+    print(f"hashing in the writer thread: {100 * statistics.median(share):.2f} % of the run phase (median; an upper "
+          f"bound of the hashes' cost)")
     print(f"load average {os.getloadavg()[0]:.2f} after")
 
 
