@@ -195,7 +195,7 @@ def _walk(g, prefix: str):
             yield from _walk(obj, path + "/")
 
 
-def meta_digest(f: h5py.File, path: str, obj, skip=()) -> bytes:
+def meta_digest(f: h5py.File, path: str, obj) -> bytes:
     """The hash of what describes ``obj``: kind, type, shape, chunking, fill value, virtual mapping, attributes."""
     h = hasher()
     h.update(path.encode() + b"\0")
@@ -212,7 +212,7 @@ def meta_digest(f: h5py.File, path: str, obj, skip=()) -> bytes:
     else:
         h.update(b"group")
     for key in sorted(obj.attrs.keys()):
-        if (path == "/" and key in ROOT_VOLATILE) or key in skip:
+        if path == "/" and key in ROOT_VOLATILE:
             continue
         h.update(b"@" + key.encode() + b"\0")
         feed(h, obj.attrs[key], f)
@@ -275,15 +275,17 @@ def _recreate(g, name: str):
     del g[name]
 
 
-def seal(f: h5py.File, *, create: bool, from_data: bool = False, rewritten: tuple = ()) -> bool:
+def seal(f: h5py.File, *, create: bool, from_data: bool = False, rewritten: tuple = (), defer: bool = False) -> bool:
     """(Re)write the object table and its hashes, and give every streamed dataset its block table (rows
     already recorded are kept). ``create``: add the records to a file without them (new files); otherwise
     only a file that has them is resealed (files written before content hashes stay as they are).
     ``from_data``: hash the blocks of new block tables from the rows in the file (a file made whole, as a
     join; a new file's rows are hashed as the writer writes them). ``rewritten``: the datasets the writer
     rewrites in place each chunk (kept in the ``rewritten`` attribute: a killed writer may have stopped
-    between one of them and its hash, which ``verify`` then notes rather than calls damage). Returns
-    whether the file has records now. Call with the file open for writing, not in SWMR mode."""
+    between one of them and its hash, which ``verify`` then notes rather than calls damage). ``defer``: leave
+    the object hashes to the writer's thread (``ChunkDigests``, before the first chunk is published), so a new
+    file costs its run nothing for them. Returns whether the file has records now. Call with the file open
+    for writing, not in SWMR mode."""
     if INTEGRITY_GROUP not in f and not (create and _HASHES):
         return False
     g = f.require_group(INTEGRITY_GROUP)
@@ -297,27 +299,54 @@ def seal(f: h5py.File, *, create: bool, from_data: bool = False, rewritten: tupl
     objs = [(p, o) for p, o in walk(f) if not isinstance(o, Exception)]
     for name in ("meta", "value", "object"):
         _recreate(g, name)
-    names = g.create_dataset("object", data=np.array([p for p, _ in objs], dtype=h5py.string_dtype()))
+    # The last row is /integrity itself (its description but for its tables' rows: ``records_digest``).
+    names = g.create_dataset("object", data=np.array([p for p, _ in objs] + [g.name], dtype=h5py.string_dtype()))
     names.make_scale("object")
-    _digest_table(g, "meta", [meta_digest(f, p, o) for p, o in objs], names)
-    _digest_table(g, "value", [value_digest(f, o) if isinstance(o, h5py.Dataset) else ZERO for _, o in objs], names)
+    _digest_table(g, "meta", [ZERO] * (len(objs) + 1), names)
+    _digest_table(g, "value", [ZERO] * (len(objs) + 1), names)
     blocks, starts = g.require_group("blocks"), g.require_group("block_start")
     for path, ds in objs:
         if isinstance(ds, h5py.Dataset) and is_streamed(ds):
             _block_table(blocks, starts, path, ds, from_data)
-    g.attrs["records"] = records_digest(f)
+    if not defer:
+        hash_objects(f)
     return True
+
+
+def _open_object(f: h5py.File, path: str):
+    """``path``'s object opened by HDF5 itself (not through ``f.__getitem__``, which a caller may wrap)."""
+    oid = h5py.h5o.open(f.id, path.encode())
+    return h5py.Dataset(oid) if isinstance(oid, h5py.h5d.DatasetID) else h5py.Group(oid)
+
+
+def hash_objects(f: h5py.File) -> dict:
+    """Fill ``/integrity/meta`` and ``/integrity/value`` for every object of ``/integrity/object``; returns
+    {path: value hash}. SWMR-safe (writes rows of existing datasets)."""
+    g = f[INTEGRITY_GROUP]
+    paths = [decode_attr(p) for p in g["object"][()]]
+    meta, value = [], []
+    for path in paths:
+        if path == g.name:
+            meta.append(records_digest(f))
+            value.append(ZERO)
+            continue
+        obj = _open_object(f, path)
+        meta.append(meta_digest(f, path, obj))
+        value.append(value_digest(f, obj) if isinstance(obj, h5py.Dataset) else ZERO)
+    for name, rows in (("meta", meta), ("value", value)):
+        g[name][...] = np.frombuffer(b"".join(rows), dtype=np.uint8).reshape(len(rows), DIGEST_SIZE)
+    return dict(zip(paths, value))
 
 
 TABLES = ("meta", "value", "blocks/")  # /integrity's hash tables: compared row by row, not hashed themselves
 
 
-def records_digest(f: h5py.File) -> str:
-    """The hash of ``/integrity`` itself but for its tables' rows: its objects, their attributes (but this
-    one, ``records``), shapes, and the values of its labels (``object``, ``digest_byte``, ``block_start``)."""
-    g = f[INTEGRITY_GROUP]
+def records_digest(f: h5py.File) -> bytes:
+    """The hash of ``/integrity`` itself but for its tables' rows: its objects, their attributes, shapes, and
+    the values of its labels (``object``, ``digest_byte``, ``block_start``)."""
+    g = _open_object(f, "/" + INTEGRITY_GROUP)
     h = hasher()
-    h.update(meta_digest(f, g.name, g, skip=("records",)))
+    h.update(meta_digest(f, g.name, g))
     for path, obj in _walk(g, g.name + "/"):
         if isinstance(obj, Exception):
             raise obj
@@ -325,7 +354,7 @@ def records_digest(f: h5py.File) -> str:
         rel = path[len(g.name) + 1:]
         if isinstance(obj, h5py.Dataset) and not rel.startswith(TABLES):
             feed(h, obj[()], f)
-    return h.hexdigest()
+    return h.digest()
 
 
 def _block_table(blocks, starts, path: str, ds: h5py.Dataset, from_data: bool) -> None:
@@ -382,10 +411,14 @@ class ChunkDigests:
         self._ds: dict = {}
         self._rows: dict = {}
         self._last = {name: self._value[i].tobytes() for name, i in self._row.items()}
+        self._unhashed = not g["meta"][()].any()  # a new file: its objects are hashed here, off the run's path
 
     def record(self, rows, j0: int, j1: int) -> None:
         if not self.active:
             return
+        if self._unhashed:  # before this chunk's /progress: no published sample is ever without them
+            self._last = {k.lstrip("/"): v for k, v in hash_objects(self._f).items()}
+            self._unhashed = False
         # One write per table and chunk (small HDF5 writes, not the hashing, are what costs); the writer's
         # file flush right after puts them on disk before /progress.
         for name, v in rows:

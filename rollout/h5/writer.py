@@ -178,7 +178,7 @@ def _populate(f: h5py.File, spec: FileSpec, x0, carry_layout, c0, record) -> Non
     if spec.outputs:
         _create_outputs(f, spec, T, B)
     f.attrs["content_sha256"] = content_digest(f)
-    seal(f, create=True, rewritten=("status", "status_step"))  # last: the content hashes of everything above
+    seal(f, create=True, rewritten=("status", "status_step"), defer=True)  # the hashes of all above: writer thread
 
 
 # Room kept free beyond a write's raw bytes: HDF5's metadata (chunk index, object headers) grows with it.
