@@ -121,12 +121,12 @@ def feed(h, v, f: h5py.File | None = None) -> None:
 
 
 def _ref_name(v, f) -> bytes:
-    """The path a reference points to; a reference to a deleted object (HDF5 leaves them in a scale's
-    ``REFERENCE_LIST`` when a dataset it was attached to is deleted) by its raw bytes."""
+    """The object a reference points to (by address); a reference to a deleted object (HDF5 leaves them in a
+    scale's ``REFERENCE_LIST`` when a dataset it was attached to is deleted) as such."""
     if not v or f is None:
         return b"null"
-    try:
-        return f[v].name.encode()
+    try:  # the address it leads to (a path lookup costs twice as much): the same object, the same address
+        return b"@%d" % h5py.h5o.get_info(h5py.h5r.dereference(v, f.id)).addr
     except Exception:  # noqa: BLE001 - any failure to follow it: the same mark before and after a change
         return b"(dangling)"
 def _has_objects(dt: np.dtype) -> bool:
@@ -215,8 +215,23 @@ def meta_digest(f: h5py.File, path: str, obj) -> bytes:
         if path == "/" and key in ROOT_VOLATILE:
             continue
         h.update(b"@" + key.encode() + b"\0")
-        feed(h, obj.attrs[key], f)
+        if not _feed_raw_attr(h, obj, key):
+            feed(h, obj.attrs[key], f)
     return h.digest()
+
+
+def _feed_raw_attr(h, obj, key: str) -> bool:
+    """Feed an attribute of a fixed-size type (numbers, compounds, object references: a scale's
+    ``REFERENCE_LIST``) as its type and stored bytes, read by HDF5 without conversion: exact and ~50x
+    cheaper than decoding it. False for strings and variable-length types (decoded by ``feed``)."""
+    aid = h5py.h5a.open(obj.id, key.encode())
+    t = aid.get_type()
+    if t.detect_class(h5py.h5t.VLEN) or t.detect_class(h5py.h5t.STRING) or aid.shape is None:
+        return False
+    buf = np.empty(aid.shape, dtype=f"V{t.get_size()}")
+    aid.read(buf, mtype=t)
+    h.update(b"T" + t.encode() + b"%r" % (aid.shape,) + buf.tobytes())
+    return True
 
 
 def selection(space) -> tuple:
