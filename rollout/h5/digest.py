@@ -228,7 +228,7 @@ def _feed_raw_attr(h, obj, key: str) -> bool:
     t = aid.get_type()
     if t.detect_class(h5py.h5t.VLEN) or t.detect_class(h5py.h5t.STRING) or aid.shape is None:
         return False
-    buf = np.empty(aid.shape, dtype=f"V{t.get_size()}")
+    buf = np.zeros(aid.shape, dtype=f"V{t.get_size()}")  # zeros: a compound's padding is not read
     aid.read(buf, mtype=t)
     h.update(b"T" + t.encode() + b"%r" % (aid.shape,) + buf.tobytes())
     return True
