@@ -52,10 +52,12 @@ def content_digest(f: h5py.File) -> str:
 # ``content_digest`` above covers the model and the settings only. The records below cover everything a
 # reader can get out of a file, found by walking it (so datasets added later are covered without a list):
 #
-#   /integrity/object     (N,)     the path of every object (group, dataset) but /integrity's own, sorted
+#   /integrity/object     (N,)     the path of every object (group, dataset) but /integrity's own, sorted,
+#                                  then /integrity itself (its description but for its tables' rows)
 #   /integrity/meta       (N, 16)  XXH3-128 of each object's kind, type, shape, chunking, fill value,
-#                                  virtual mapping and attributes (dimension-scale references resolved to
-#                                  the scale's path, so attached scales are covered)
+#                                  virtual mapping and attributes (fixed-size ones as stored; references
+#                                  by the object they lead to, so attached dimension scales are covered);
+#                                  computed by the writer's thread with the first chunk (``defer``)
 #   /integrity/value      (N, 16)  XXH3-128 of the values of each dataset that is not streamed or
 #                                  virtual (zeros: no value of its own); the writer updates the rows of the
 #                                  datasets it rewrites in place each chunk (``/status``, ``/status_step``)
@@ -64,10 +66,11 @@ def content_digest(f: h5py.File) -> str:
 #                                  a reader gets them (C order, stored dtype), written by the writer right
 #                                  after the rows are flushed and before ``/progress`` publishes them
 #
-# Hashes are over values as read (dtype as stored), so they hold through compression and h5repack, and
-# a flip anywhere that changes what a reader returns changes a hash. ``/progress`` is the one value not
-# hashed (it is published after the hashes, each chunk): ``verify`` checks it against the root attributes
-# ``samples``/``complete`` and the blocks. Fletcher-32 stays as HDF5's own check of the stored bytes.
+# Hashes are over values as read (dtype as stored), so they hold through compression, and a flip
+# anywhere that changes what a reader returns changes a hash (or makes the object unreadable).
+# ``/progress`` is the one value not hashed (it is published after the hashes, each chunk): ``verify``
+# checks it against the root attributes ``samples``/``complete`` and the blocks. Fletcher-32 stays as
+# HDF5's own check of the stored bytes.
 
 INTEGRITY_GROUP = "integrity"
 MARKER = b"mjharness-rollout"   # also the group's ``format`` attribute: a second copy of the file's identity
