@@ -144,6 +144,7 @@ class _Check:
     def __init__(self, f: h5py.File, rep: VerifyReport):
         self.f, self.rep = f, rep
         self.unfinished = False  # the run has not finished (being written, killed, or stopped by a fault)
+        self.blocks: dict | None = None  # dataset path -> (its block hashes, block_rows), read once
 
     def problem(self, text: str) -> None:
         self.rep.problems.append(text)
@@ -322,7 +323,9 @@ def _block_tables(c: _Check) -> dict:
 
 
 def _check_blocks(c: _Check, path: str, ds: h5py.Dataset, samples: int | None) -> None:
-    tables = c.blocks if hasattr(c, "blocks") else c.__dict__.setdefault("blocks", _block_tables(c))
+    if c.blocks is None:
+        c.blocks = _block_tables(c)
+    tables = c.blocks
     if path not in tables:
         c.problem(f"{path}: no block hashes recorded for it")
         c.chunks(path, ds)
