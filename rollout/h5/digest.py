@@ -322,10 +322,10 @@ def seal(f: h5py.File, *, create: bool, from_data: bool = False, rewritten: tupl
     names.make_scale("object")
     _digest_table(g, "meta", [ZERO] * (len(objs) + 1), names)
     _digest_table(g, "value", [ZERO] * (len(objs) + 1), names)
-    blocks, starts = g.require_group("blocks"), g.require_group("block_start")
+    blocks = g.require_group("blocks")
     for path, ds in objs:
         if isinstance(ds, h5py.Dataset) and is_streamed(ds):
-            _block_table(blocks, starts, path, ds, from_data)
+            _block_table(blocks, path, ds, from_data)
     if not defer:
         hash_objects(f)
     return True
@@ -356,12 +356,17 @@ def hash_objects(f: h5py.File) -> dict:
     return dict(zip(paths, value))
 
 
-TABLES = ("meta", "value", "blocks/")  # /integrity's hash tables: compared row by row, not hashed themselves
+START = ".block_start"  # suffix of a block table's axis (beside it: netCDF sees a dimension in its own group)
+
+
+def _is_table(rel: str) -> bool:
+    """Whether ``/integrity/<rel>`` is a hash table (compared row by row, its values not hashed themselves)."""
+    return rel in ("meta", "value") or (rel.startswith("blocks/") and not rel.endswith(START))
 
 
 def records_digest(f: h5py.File) -> bytes:
     """The hash of ``/integrity`` itself but for its tables' rows: its objects, their attributes, shapes, and
-    the values of its labels (``object``, ``digest_byte``, ``block_start``)."""
+    the values of its labels (``object``, ``digest_byte``, each block table's ``.block_start``)."""
     g = _open_object(f, "/" + INTEGRITY_GROUP)
     h = hasher()
     h.update(meta_digest(f, g.name, g))
@@ -370,26 +375,27 @@ def records_digest(f: h5py.File) -> bytes:
             raise obj
         h.update(meta_digest(f, path, obj))
         rel = path[len(g.name) + 1:]
-        if isinstance(obj, h5py.Dataset) and not rel.startswith(TABLES):
+        if isinstance(obj, h5py.Dataset) and not _is_table(rel):
             feed(h, obj[()], f)
     return h.digest()
 
 
-def _block_table(blocks, starts, path: str, ds: h5py.Dataset, from_data: bool) -> None:
+def _block_table(blocks, path: str, ds: h5py.Dataset, from_data: bool) -> None:
     rows = int(ds.chunks[0])
     nb = -(-int(ds.shape[0]) // rows)
     key = block_key(path)
-    if key in blocks and int(blocks[key].attrs["block_rows"]) == rows:
+    axis = key + START
+    if key in blocks and axis in blocks and int(blocks[key].attrs["block_rows"]) == rows:
         if blocks[key].shape[0] != nb:
             blocks[key].resize((nb, DIGEST_SIZE))
-            starts[key].resize((nb,))
-            starts[key][:] = np.arange(nb, dtype=np.int64) * rows
+            blocks[axis].resize((nb,))
+            blocks[axis][:] = np.arange(nb, dtype=np.int64) * rows
         return
-    for g in (blocks, starts):
-        _recreate(g, key)
-    s = starts.create_dataset(key, data=np.arange(nb, dtype=np.int64) * rows, maxshape=(None,),
+    _recreate(blocks, key)
+    _recreate(blocks, axis)
+    s = blocks.create_dataset(axis, data=np.arange(nb, dtype=np.int64) * rows, maxshape=(None,),
                               chunks=(max(1, min(nb, 4096)),))
-    s.make_scale(f"{key}_block")
+    s.make_scale(axis)
     s.attrs["units"] = "1"
     s.attrs["long_name"] = f"first sample of each hashed block of {path}"
     t = _digest_table(blocks, key, [_rows_digest(ds[k * rows:k * rows + rows]) if from_data else ZERO
@@ -424,7 +430,8 @@ class ChunkDigests:
         g = f[INTEGRITY_GROUP]
         self._row = {decode_attr(p).lstrip("/"): i for i, p in enumerate(g["object"][()])}
         self._value = g["value"]
-        self._blocks = {decode_attr(t.attrs["dataset"]).lstrip("/"): t for t in g["blocks"].values()}
+        self._blocks = {decode_attr(t.attrs["dataset"]).lstrip("/"): t for k, t in g["blocks"].items()
+                        if not k.endswith(START)}
         self._pending: dict = {}
         self._ds: dict = {}
         self._rows: dict = {}
