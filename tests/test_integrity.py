@@ -347,3 +347,17 @@ def test_killed_between_a_status_and_its_hash_is_a_note_other_changes_are_not(sm
     _mark_open_for_write(p)
     rc, out = _verify(p, capsys)
     assert rc == 1 and "/model/mjcf: its values changed" in out, out
+
+
+@pytest.mark.parametrize("engine, module", [("h5netcdf", "h5netcdf"), ("netcdf4", "netCDF4")])
+def test_netcdf_readers_open_the_hash_records_with_named_dimensions(small, engine, module):
+    """/integrity must not cost a netCDF reader the file: named axes in the tables' own groups, units."""
+    xr = pytest.importorskip("xarray")
+    pytest.importorskip(module)
+    with xr.open_dataset(small, engine=engine) as ds:
+        assert "x" in ds.variables
+    for group in ("integrity", "integrity/blocks"):
+        with xr.open_dataset(small, engine=engine, group=group) as ds:
+            dims = {d for v in ds.variables.values() for d in v.dims}
+            assert dims and not any("phony" in d for d in dims), dims
+            assert all("units" in v.attrs for v in ds.data_vars.values())
