@@ -24,7 +24,8 @@ from mjharness.rollout.bench.timing import Peer, time_interleaved
 from mjharness.rollout.cli import main as cli_main
 from mjharness.scenes import load_scene
 
-PEERS = ("mjx_step", "semi_implicit_euler", "mujoco_rollout", "rollout", "rollout_h5", "rollout_h5_nocheck")
+PEERS = ("mjx_step", "semi_implicit_euler", "mujoco_rollout", "rollout", "rollout_h5", "rollout_h5_nocheck",
+         "rollout_h5_nohash")
 B, STEPS, EVERY = 2, 20, 5
 
 
@@ -76,9 +77,13 @@ def test_ratios_follow_from_throughput(cell):
     assert by["rollout_h5"]["checksum_cost"] == pytest.approx(
         by["rollout_h5_nocheck"]["world_steps_per_s"] / by["rollout_h5"]["world_steps_per_s"] - 1.0, rel=1e-12)
     assert by["rollout_h5_nocheck"]["file_bytes"] > 0
+    # Issue 39: the content hashes' cost alone (the same file with checksums, without hashes).
+    assert by["rollout_h5"]["hash_cost"] == pytest.approx(
+        by["rollout_h5_nohash"]["world_steps_per_s"] / by["rollout_h5"]["world_steps_per_s"] - 1.0, rel=1e-12)
     # Targets: only the ones this cell measures (batch 2 < 64: no SemiImplicitEuler target).
     t = bench.targets([cell])
-    assert [x["target"] for x in t] == ["rollout_h5 / rollout wall", "rollout_h5 / rollout_h5_nocheck wall"]
+    assert [x["target"] for x in t] == ["rollout_h5 / rollout wall", "rollout_h5 / rollout_h5_nocheck wall",
+                                        "rollout_h5 / rollout_h5_nohash wall"]
     assert t[0]["value"] == by["rollout_h5"]["x_rollout"] and t[0]["met"] == (t[0]["value"] <= 1.10)
     assert t[0]["note"] == f"HDF5 export at record_every={EVERY}"
     assert t[1]["value"] == pytest.approx(1.0 + by["rollout_h5"]["checksum_cost"], rel=1e-12)

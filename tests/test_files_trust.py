@@ -211,6 +211,14 @@ def test_killed_run_resumes_despite_its_lock_and_swmr_marks(tmp_path, long_run):
     assert os.path.exists(h5.lock.lock_path(out))
     with open_rollout(out) as f:  # readable as it was left
         assert not f.complete and not np.isnan(f.x).any()
+    assert main(["verify", out]) == 0  # the published prefix is intact, hashes and all
+    copy = str(tmp_path / "copy.h5")
+    shutil.copy(out, copy)
+    with pytest.raises(OSError, match="already open for write"):
+        h5py.File(copy, "r")  # a plain reader refuses what the killed writer left ...
+    assert main(["verify", "--repair", copy]) == 0
+    with h5py.File(copy, "r") as f:  # ... until verify --repair clears it (h5clear -s)
+        assert f["x"].shape[0] > 0
     rc, _, err, _ = cli("run", "--resume", out, "--no-progress")
     assert rc == 0, err
     with open_rollout(out) as a, open_rollout(long_run) as b:
@@ -341,7 +349,7 @@ def test_check_without_tol_fails_a_file_off_by_more_than_0_1(good_file, tmp_path
     shutil.copy(good_file, p)
     with h5py.File(p, "r+", libver="latest") as f:  # rewritten through HDF5: checksums stay valid
         f["x"][10, 1, 0] += 0.2
-    assert main(["verify", p]) == 0
+    assert main(["verify", p]) == 1  # but not the content hash of its block (issue 39)
     assert main(["check", p, "--reference", "mujoco", "--no-plot", "--out", str(tmp_path / "r")]) == 1
 
 

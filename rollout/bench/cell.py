@@ -165,6 +165,6 @@ def add_ratios(rows) -> None:
         for r in rows:
             if r["peer"] == "rollout_h5":
                 r["x_rollout"] = by["rollout"] / r["world_steps_per_s"]
-    if "rollout_h5" in by and "rollout_h5_nocheck" in by:  # issue 28: what the chunk checksums cost
-        next(r for r in rows if r["peer"] == "rollout_h5")["checksum_cost"] = (
-            by["rollout_h5_nocheck"] / by["rollout_h5"] - 1.0)
+    for peer, key in (("rollout_h5_nocheck", "checksum_cost"), ("rollout_h5_nohash", "hash_cost")):
+        if "rollout_h5" in by and peer in by:  # what chunk checksums + content hashes / the hashes alone cost
+            next(r for r in rows if r["peer"] == "rollout_h5")[key] = by[peer] / by["rollout_h5"] - 1.0

@@ -38,6 +38,7 @@ import os
 import time
 
 from mjharness.integrators.errors import UserError
+from mjharness.rollout.h5.digest import without_hashes
 from mjharness.rollout.h5.format import without_checksums
 
 from .backends import CLOSED_LOOP_PAIRS, RANDOMIZED_PAIRS, setup_backend_peer
@@ -49,10 +50,21 @@ __all__ = ["VARIANT_PAIRS", "RAW_PEERS", "ENGINE_PEERS", "DEFAULT_PEERS", "REFER
            "peer_names", "check_peers", "check_counts", "scene_scheme", "same_scheme", "setup_peer", "native_states"]
 
 RAW_PEERS = ("mjx_step", "mjx_forward", "mujoco_rollout", "mujoco_rollout_rk4")
-ENGINE_PEERS = ("rollout", "rollout_h5", "rollout_h5_nocheck")
-# Engine peers writing a file, and what is around each of their calls (the checksum-free one measures the
-# Fletcher-32 chunk checksums' cost; users' files always have them).
-FILE_PEERS = {"rollout_h5": contextlib.nullcontext, "rollout_h5_nocheck": without_checksums}
+ENGINE_PEERS = ("rollout", "rollout_h5", "rollout_h5_nocheck", "rollout_h5_nohash")
+
+
+@contextlib.contextmanager
+def _without_integrity():
+    with without_checksums(), without_hashes():
+        yield
+
+
+# Engine peers writing a file, and what is around each of their calls: ``rollout_h5_nocheck`` writes neither
+# the Fletcher-32 chunk checksums nor the content hashes (what file integrity costs in all), and
+# ``rollout_h5_nohash`` keeps the checksums but not the hashes (what the XXH3 content hashes cost); users' files
+# always have both.
+FILE_PEERS = {"rollout_h5": contextlib.nullcontext, "rollout_h5_nocheck": _without_integrity,
+              "rollout_h5_nohash": without_hashes}
 OUTPUT_PEERS = ("rollout_outputs",)  # rollout() recording outputs (bench/outputs.py)
 # rollout() on another dynamics backend (bench/backends.py); backend_mujoco_rk4: MuJoCo C stepping RK4
 BACKEND_PEERS = ("backend_mujoco", "backend_mujoco_rk4", "backend_warp") + tuple(

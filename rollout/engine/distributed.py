@@ -241,6 +241,7 @@ def _joined_result(out, r, stats) -> RolloutResult:
 
 
 def _write_world_index(path, lo, B):
+    from ..h5.digest import seal
     from ..h5.writer import open_rw
 
     with open_rw(path) as f:  # in the file's own HDF5 format (1.10 for format 2: older readers read shards too)
@@ -249,3 +250,4 @@ def _write_world_index(path, lo, B):
             ds.attrs.update(long_name="global world index of each world", units="1")
             if "world" in f and f["world"].shape == (B,):  # the shard's world axis (xarray: no phony dimension)
                 ds.dims[0].attach_scale(f["world"])
+            seal(f, create=False)  # the shard's content hashes cover the new dataset

@@ -4,10 +4,11 @@
 ``/layout`` table <-> ``StateLayout`` and the carry's rows and flat vector; ``model``: the lossless
 binary model, its digest, rebuilding and comparing models; ``writer``: creating, extending and the
 streaming writer thread (SWMR); ``reader``: ``open_rollout`` / ``RolloutFile``; ``errors``: the named
-errors; ``lock``: one writer per file; ``digest``: the content digest; ``superblock``: reopening a file a
-killed writer left; ``integrity``: ``verify``; ``tables``: tables as column groups; ``cf``: CF units,
-long names and global attributes; ``provenance``: the source of the functions a run called;
-``frames``: ``to_xarray``/``to_pandas``. See docs/files.md.
+errors; ``lock``: one writer per file; ``digest``: the settings digest and the content hashes of every
+object and block (``/integrity``); ``superblock``: reopening a file a killed writer left; ``integrity``:
+``verify`` and ``repair``; ``tables``: tables as column groups; ``cf``: CF units, long names and global
+attributes; ``provenance``: the source of the functions a run called; ``frames``: ``to_xarray``/``to_pandas``.
+See docs/files.md and docs/verify.md.
 """
 
 from .episodes import cut_episodes, episode_table

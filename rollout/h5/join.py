@@ -16,10 +16,12 @@ import os
 import h5py
 import numpy as np
 
+from .digest import INTEGRITY_GROUP
 from .format import LIBVER, RolloutFileError, decode_attr
 from .reader import open_h5, open_rollout
 
 PER_WORLD = ("x0", "status", "status_step", "carry0", "world_index")
+INTEGRITY = INTEGRITY_GROUP + "/"  # shard 0's content hashes: the joined file gets its own
 SCALE_ATTRS = ("DIMENSION_LIST", "REFERENCE_LIST", "CLASS", "NAME")  # HDF5 dimension scales' bookkeeping
 
 
@@ -90,7 +92,8 @@ def _join_one(out_f, name, dsets, infos, B_total, axis):
 
 def join_shards(out: str, paths) -> dict:
     """Write ``out`` over ``paths``; returns {"samples", "complete", "batch"}. Shards sit beside ``out``."""
-    from .digest import content_digest
+    from .digest import content_digest, seal
+    from .integrity import shard_identity
     from .writer import _vds_segment, _virtual
 
     infos, B_total = _shard_info(list(paths))
@@ -120,8 +123,8 @@ def join_shards(out: str, paths) -> dict:
             g.attrs["shards"] = [os.path.basename(i["path"]) for i in infos]
             g.create_dataset("progress", data=np.array([samples, int(complete)], dtype=np.int64))
             for name, ds in _datasets(f0):
-                if name in ("progress", "episodes", "episode_row") or _is_world_scale(ds):
-                    continue  # the joined file's own: above, the world axes in _mirror_axes, /episodes below
+                if name in ("progress", "episodes", "episode_row") or _is_world_scale(ds) or name.startswith(INTEGRITY):
+                    continue  # the joined file's own: above, the world axes in _mirror_axes, /episodes and hashes below
                 axis = _axis(name, ds, T, infos[0]["B"])
                 if axis is None and name not in ("qpos", "qvel"):
                     f0.copy(ds, g, name=name)
@@ -136,8 +139,10 @@ def join_shards(out: str, paths) -> dict:
                     _virtual(g, name, _vds_segment(f0[name]), T, B_total, n)  # with their axes
                     g[name].attrs.update({k: v for k, v in f0[name].attrs.items() if k not in SCALE_ATTRS})
             _describe(g)
+            g.attrs["shard_digests"] = [shard_identity(i["path"]) for i in infos]  # a replaced shard is told
             if "content_sha256" in g.attrs:  # batch and shards differ from shard 0's settings
                 g.attrs["content_sha256"] = content_digest(g)
+            seal(g, create=True, from_data=True)  # the copied /time's rows are all there
         os.replace(tmp, out)
     finally:
         for f in files:

@@ -63,8 +63,21 @@ class RolloutFile:
         if fmt != FORMAT:
             self._f.close()
             raise RolloutFileError(f"{path}: not an mjharness rollout file (no format={FORMAT!r} attribute)")
+        self._refuse_missing_shards()
         self._layout = None
         self._carry_layout = None
+
+    def _refuse_missing_shards(self):
+        """A joined file reads its data from its shards: without them every value would be a fill value."""
+        from .integrity import missing_shards
+
+        missing = missing_shards(self.path, {"shards": self._f.attrs.get("shards")})
+        if missing:
+            self._f.close()
+            raise CorruptFileError(f"{self.path}: joined file whose shard{'s' if len(missing) > 1 else ''} "
+                                   f"{', '.join(missing)} {'are' if len(missing) > 1 else 'is'} missing beside it "
+                                   f"(its data live in them: copy or move the shards with the file)",
+                                   path=self.path, dataset=missing[0])
 
     def close(self):
         self._f.close()

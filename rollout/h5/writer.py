@@ -30,7 +30,7 @@ from mjharness.integrators import StateError
 from mjharness.scenes import scene_info
 
 from . import cf
-from .digest import content_digest
+from .digest import ChunkDigests, content_digest, seal, seal_path
 from .errors import RolloutFileError, RolloutWriteError
 from .format import (
     FORMAT_VERSION,
@@ -237,6 +237,7 @@ def _populate(f: h5py.File, spec: FileSpec, x0, carry_layout, c0, record) -> Non
         _write_ctrl_input(f, np.asarray(spec.ctrl_input, dtype=np.float64), model)
     _describe_root(f, spec, model)
     f.attrs["content_sha256"] = content_digest(f)
+    seal(f, create=True, rewritten=("status", "status_step"), defer=True)  # the hashes of all above: writer thread
 
 
 # CF attributes of the /layout_table columns.
@@ -654,6 +655,7 @@ def extend_rollout_file(path: str, samples: int, attrs: dict, start: int | None 
                 held = int(f["progress"][0]) if start is None else int(start)
                 f["progress"][:] = [held, 0]
                 f.attrs["samples"] = np.int64(held)
+            seal(f, create=False)
             f.flush()
     except OSError as e:
         raise RolloutWriteError(f"{path}: preparing the file for the resumed run failed: {_os_text(e)}", path=path,
@@ -691,6 +693,7 @@ class RolloutWriter:
             names = ["x", "time", "status", "status_step"] + (["carry"] if self._carry_shape is not None else []) \
                 + [f"outputs/{k}" for k in self._outputs] + (["progress"] if self._progress else [])
             self._ds = {name: self._file[name] for name in names}
+            self._digests = ChunkDigests(self._file)
         except (OSError, RuntimeError) as e:
             self._close_quietly()
             raise RolloutWriteError(f"{path}: cannot start writing: {_os_text(e)}", path=path, dataset="(open)",
@@ -729,6 +732,8 @@ class RolloutWriter:
         for name, _ in rows:
             self._at = name
             ds[name].flush()  # the chunk cache to disk: a full disk raises here
+        self._at = "integrity"
+        self._digests.record(rows, j0, j1)  # hashes of the rows on disk, before /progress publishes them
         self._at = "(flush)"
         f.flush()
         self._at = "progress"
@@ -837,6 +842,8 @@ class RolloutWriter:
             if late:  # HDF5 could not change attributes in SWMR mode: do it now, no reader can be confused
                 with open_rw(self.path) as g:
                     self._set_final_attrs(g, complete, attrs or {})
+            if attrs:
+                seal_path(self.path)
         except (OSError, RuntimeError) as e:
             self._error = (self._at, e)
             self._close_quietly()
@@ -881,9 +888,10 @@ def write_episode_table(path: str, rows: list[dict]) -> None:
                 rows = f.create_dataset("episode_row", data=np.arange(len(table), dtype=np.int64))
                 rows.make_scale("episode_row")  # a named axis for generic readers (xarray), not a phony one
                 ds.dims[0].attach_scale(rows)
-                return
-            g = write_table(f, "episodes", table, "episode_row", column_attrs=EPISODE_COLUMNS)
-            g.attrs["long_name"] = "episodes of every world: one row per world and episode"
+            else:
+                g = write_table(f, "episodes", table, "episode_row", column_attrs=EPISODE_COLUMNS)
+                g.attrs["long_name"] = "episodes of every world: one row per world and episode"
+            seal(f, create=False)  # the content hashes cover the table
     except OSError as e:
         raise RolloutWriteError(f"{path}: writing /episodes failed: {_os_text(e)}; the samples are complete, "
                                 f"open_rollout(path).episodes(world) derives them", path=path, dataset="episodes",
