@@ -313,13 +313,16 @@ def seal(f: h5py.File, *, create: bool, from_data: bool = False, rewritten: tupl
         g.attrs["rewritten"] = ",".join(rewritten)
     g.attrs["long_name"] = "content hashes of every object, attribute, dimension scale and chunk (mjharness verify)"
     if "digest_byte" not in g:
-        g.create_dataset("digest_byte", data=np.arange(DIGEST_SIZE, dtype=np.uint8)).make_scale("digest_byte")
+        byte = g.create_dataset("digest_byte", data=np.arange(DIGEST_SIZE, dtype=np.uint8))
+        byte.make_scale("digest_byte")
+        byte.attrs.update(long_name=f"byte of a {HASH_NAME} content hash", units="1")
     objs = [(p, o) for p, o in walk(f) if not isinstance(o, Exception)]
     for name in ("meta", "value", "object"):
         _recreate(g, name)
     # The last row is /integrity itself (its description but for its tables' rows: ``records_digest``).
     names = g.create_dataset("object", data=np.array([p for p, _ in objs] + [g.name], dtype=h5py.string_dtype()))
     names.make_scale("object")
+    names.attrs.update(long_name="path of each hashed object (the last: /integrity itself)", units="1")
     _digest_table(g, "meta", [ZERO] * (len(objs) + 1), names)
     _digest_table(g, "value", [ZERO] * (len(objs) + 1), names)
     blocks = g.require_group("blocks")
