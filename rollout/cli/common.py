@@ -5,6 +5,15 @@ from __future__ import annotations
 DEFAULT_SCENE = "box_on_plane"
 MJX_MODES = ("adapt", "strict")
 QUATERNION_UPDATES = ("quaternion", "quaternion_qdot")
+# The backends' names and one-line summaries as ``mjharness.adapters.backends.BACKENDS`` declares them, copied
+# here so that building the parser imports no JAX (tests/test_cli_fast.py checks that the two agree).
+AUTO = "auto"
+BACKEND_SUMMARIES = {
+    "mjx": "MJX (JAX): differentiable, per-world parameters; the GPU/TPU path",
+    "mujoco": "MuJoCo C on CPU threads: runs models MJX refuses; the fastest on CPU; not differentiable",
+    "warp": "MJX impl='warp' (MuJoCo Warp kernels, float32; needs mjharness[warp])",
+}
+BACKEND_NAMES = (AUTO, *BACKEND_SUMMARIES)
 
 
 def scene_label(scene) -> str:

@@ -14,9 +14,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 
-from mjharness.adapters.backends import AUTO, BACKEND_NAMES, BACKENDS, requested
-
-from .common import DEFAULT_SCENE, MJX_MODES, QUATERNION_UPDATES
+from .common import AUTO, BACKEND_NAMES, BACKEND_SUMMARIES, DEFAULT_SCENE, MJX_MODES, QUATERNION_UPDATES
 from .errors import CliError
 
 DEFAULT_OUT = "rollout.h5"
@@ -46,7 +44,7 @@ class Option:
 
 
 def _backend_help() -> str:
-    rows = "; ".join(f"{name}: {b.summary}" for name, b in BACKENDS.items())
+    rows = "; ".join(f"{name}: {summary}" for name, summary in BACKEND_SUMMARIES.items())
     return (f"dynamics backend (default {AUTO}: MJX on a GPU/TPU, MuJoCo C on CPU unless the run needs an "
             f"MJX-only capability; a resume keeps the file's). {rows}")
 
@@ -179,6 +177,7 @@ def next_free(path: str) -> str:
 def resume_settings(args, source: str) -> dict:
     """Unset options from the file being resumed, read from ``source`` (the file, or a shard of it):
     scene, integrator, dt, steps, record_every, seed, chunk, quaternion policy, backend, outputs."""
+    from mjharness.adapters.backends import requested
     from mjharness.integrators import ContractError, resolve_integrator
     from mjharness.rollout.h5 import open_rollout
 

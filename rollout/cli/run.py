@@ -16,11 +16,6 @@ from __future__ import annotations
 
 import sys
 
-import numpy as np
-
-from mjharness.integrators.status import failed
-from mjharness.rollout.bench.report import format_bytes
-
 from . import launch
 from .common import DEFAULT_SCENE, scene_label
 from .errors import CliError
@@ -130,7 +125,10 @@ def command(args) -> int:
 
 
 def _summary(r) -> None:
-    from mjharness.integrators.status import status_name
+    import numpy as np
+
+    from mjharness.integrators.status import failed, status_name
+    from mjharness.rollout.bench.report import format_bytes
 
     st, B = r.stats, len(r.status)
     which = ""

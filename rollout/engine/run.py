@@ -23,6 +23,7 @@ from mjharness.integrators.status import failed
 
 from .. import h5
 from . import episodes as _ep
+from . import interrupts
 from .chunk import ChunkInput, ChunkOutput, ChunkStatic, StepConstants, WorldState, compiled_chunk, shardings
 from .plan import Plan
 from .results import RolloutResult
@@ -200,6 +201,7 @@ def _loop(plan: Plan, st: ChunkStatic, compiled, state, chunk_input, *, writer, 
     st_h, sst_h, carry_h = host  # a resumed run that is already complete runs no chunk
     k = plan.start_step
     while k < plan.steps:
+        interrupts.check()  # an interrupt a gc callback swallowed (during loading, compiling, a chunk) ends here
         inp = chunk_input(k)
         out = guard(compiled, state, inp, step=k) if guard is not None else jax.block_until_ready(
             compiled(state, inp))
