@@ -16,11 +16,11 @@ import traceback
 
 from mjharness.rollout.engine.interrupts import Terminated
 
-from . import bench, cases, check, errors, fit, hangrepro, inspect, probe, render, run, show, verify, xla_log
+from . import bench, cases, check, errors, examples, fit, hangrepro, inspect, probe, render, run, show, verify, xla_log
 
 __all__ = ["COMMANDS", "build_parser", "dispatch", "main"]
 
-COMMANDS = (run, show, inspect, check, cases, bench, hangrepro, fit, render, verify, probe)
+COMMANDS = (run, show, inspect, check, cases, bench, hangrepro, fit, render, verify, probe, examples)
 _DEBUG_HELP = "on an error print the traceback instead of a summary, and every XLA log line"
 
 

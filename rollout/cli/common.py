@@ -1,6 +1,10 @@
-"""Small pieces several commands print with: a scene's one-line label, byte sizes, the layout table."""
+"""Small pieces several commands print with: a scene's one-line label, byte sizes, the layout table; the
+check of an output path's folder."""
 
 from __future__ import annotations
+
+import os
+import tempfile
 
 DEFAULT_SCENE = "box_on_plane"
 MJX_MODES = ("adapt", "strict")
@@ -28,3 +32,23 @@ def print_layout(rows) -> None:
     for r in rows:
         print(f"  {r['name']:28s} {r['update']:20s} {r['offset']:>5d}+{r['size']:<5d} "
               f"{r['deriv_offset']:>5d}+{r['deriv_size']:<5d}  {r.get('joint') or '-'}")
+
+
+def check_folder(path: str, flag: str) -> None:
+    """Refuse an output ``path`` whose folder is missing, is not a folder, or takes no new file (read-only,
+    /proc), and a ``path`` that is a folder: before anything loads, compiles or renders. The probe is an
+    anonymous temporary file, gone when closed, so nothing is left behind."""
+    from .errors import CliError
+
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise CliError(f"{flag} {path}: is a folder; give a file name in it")
+    if not os.path.exists(folder):
+        raise CliError(f"{flag} {path}: the folder {folder} does not exist")
+    if not os.path.isdir(folder):
+        raise CliError(f"{flag} {path}: {folder} is not a folder")
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as e:
+        raise CliError(f"{flag} {path}: cannot write in {folder} ({e.strerror or e})") from None

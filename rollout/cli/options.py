@@ -153,14 +153,67 @@ def forward_argv(args) -> list[str]:
     return argv
 
 
+# Integer options and their least value (what rollout() would refuse after the scene loads).
+_AT_LEAST = {"steps": 1, "batch": 1, "record_every": 1, "chunk": 1, "devices": 1, "local_processes": 1, "seed": 0}
+
+
 def check_args(args) -> None:
-    """What argparse cannot check (before anything is loaded)."""
+    """Every option value, the output folder, the randomize and --param specs and the files named: before the
+    scene loads or anything is printed, compiled or written (one ``CliError`` naming the option)."""
+    for name, least in _AT_LEAST.items():
+        v = getattr(args, name, None)
+        if v is not None and v < least:
+            raise CliError(f"--{name.replace('_', '-')} must be >= {least}, got {v}")
     if args.dt is not None and not (math.isfinite(args.dt) and args.dt > 0):
         raise CliError(f"--dt must be > 0, got {args.dt}")
-    for name in ("perturb", "perturb_qpos"):
+    for name in ("perturb", "perturb_qpos", "watchdog_s"):
         v = getattr(args, name)
-        if not (math.isfinite(v) and v >= 0):
+        if v is not None and not (math.isfinite(v) and v >= 0):
             raise CliError(f"--{name.replace('_', '-')} must be a finite number >= 0, got {v}")
+    if args.resume:
+        if not os.path.isfile(args.resume):
+            raise CliError(f"--resume {args.resume}: no such file")
+        if args.out and os.path.abspath(args.out) != os.path.abspath(args.resume):
+            raise CliError(f"--resume {args.resume} continues that file; --out {args.out} names another (drop --out)")
+    elif args.out is not None:
+        check_out(args.out, args.overwrite)
+    check_randomize(parse_randomize(args.randomize))
+    parse_params(args.param)
+    for flag, arg in (("--controller", args.controller), ("--terminate", args.terminate)):
+        if arg:
+            path = object_path(arg, flag)
+            if _bundled_example(path) is None and not os.path.isfile(path):
+                raise CliError(f"{flag} {arg}: no such file {path!r} (bundled examples: `mjharness examples`)")
+    if args.ctrl and not args.ctrl.startswith("key:") and not os.path.isfile(args.ctrl):
+        raise CliError(f"--ctrl {args.ctrl}: no such file")
+
+
+def check_out(out: str, overwrite: bool) -> None:
+    """``--out``: an HDF5 file name in a folder that exists and takes files; an existing file only with
+    --overwrite."""
+    from .common import check_folder
+
+    if not out.lower().endswith((".h5", ".hdf5")):
+        raise CliError(f"--out {out}: give an HDF5 file name ending in .h5 (or .hdf5)")
+    check_folder(out, "--out")
+    if os.path.exists(out) and not overwrite:
+        raise CliError(f"--out {out} exists: add --overwrite to replace it, or `mjharness run --resume {out}` to "
+                       f"continue it")
+
+
+def check_randomize(spec: dict | None) -> None:
+    """Each ``--randomize KEY=DIST``: KEY's syntax and DIST parsed (no model needed; the names are checked when
+    the scene loads)."""
+    from mjharness.rollout.engine.randomize import KEY_SYNTAX, parse_dist
+
+    for key, dist in (spec or {}).items():
+        if KEY_SYNTAX.match(key) is None:
+            raise CliError(f"--randomize {key}={dist}: {key!r} is not FIELD[:NAME][[i]] (e.g. body_mass:torso, "
+                           f"geom_friction:floor[0])")
+        try:
+            parse_dist(key, dist)
+        except ValueError as e:
+            raise CliError(f"--randomize {key}={dist}: {str(e).split(': ', 1)[-1]}") from None
 
 
 def next_free(path: str) -> str:
@@ -345,14 +398,44 @@ def param_arrays(params, scene) -> dict:
 
 # -- a controller / termination rule from a Python file (--controller, --terminate) -------------------------
 
-def load_object(arg: str, flag: str):
-    """The object ``NAME`` of ``FILE.py:NAME``, the file imported as module ``mjharness_user.<stem>`` (a stable
-    name: a resumed run's file attributes name the same function)."""
-    import importlib.util
+def _bundled_example(name: str) -> str | None:
+    """The file of bundled example ``name`` (``arm_reach``), or None: a name without a folder or ``.py``."""
+    if os.sep in name or "/" in name or name.endswith(".py"):
+        return None
+    from importlib import resources
 
+    try:
+        path = resources.files("mjharness.examples") / f"{name}.py"
+    except ModuleNotFoundError:
+        return None
+    return str(path) if path.is_file() else None
+
+
+def bundled_examples() -> dict[str, str]:
+    """name -> file of every example that ships with the package (``mjharness examples``)."""
+    from importlib import resources
+
+    root = resources.files("mjharness.examples")
+    return {p.name[:-3]: str(p) for p in sorted(root.iterdir(), key=lambda p: p.name)
+            if p.name.endswith(".py") and not p.name.startswith("_")}
+
+
+def object_path(arg: str, flag: str) -> str:
+    """The file of ``FILE.py:NAME`` or of a bundled example ``EXAMPLE:NAME`` (as given: not resolved)."""
     path, sep, name = arg.rpartition(":")
     if not sep or not path or not name:
-        raise CliError(f"{flag} {arg}: expected FILE.py:NAME")
+        raise CliError(f"{flag} {arg}: expected FILE.py:NAME or EXAMPLE:NAME (a bundled example: `mjharness "
+                       f"examples`)")
+    return path
+
+
+def load_object(arg: str, flag: str):
+    """The object ``NAME`` of ``FILE.py:NAME`` (or of a bundled example, ``arm_reach:make``), the file imported as
+    module ``mjharness_user.<stem>`` (a stable name: a resumed run's file attributes name the same function)."""
+    import importlib.util
+
+    path, name = object_path(arg, flag), arg.rpartition(":")[2]
+    path = _bundled_example(path) or path
     if not os.path.isfile(path):
         raise CliError(f"{flag} {arg}: no such file {path!r}")
     mod_name = f"mjharness_user.{os.path.splitext(os.path.basename(path))[0]}"

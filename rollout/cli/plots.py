@@ -196,6 +196,25 @@ def contact_series(f, model=None) -> tuple[Series, Series]:
             Series(f"{name}: |force| per pair", force, labels, "N"))
 
 
+def plot_names(f) -> dict[str, list[str]]:
+    """What ``--plot`` accepts for the open file ``f``, by kind (the lists an error names)."""
+    return {"states": [_text(r["name"]) for r in f.layout_table], "segments": ["qpos", "qvel", "x"],
+            "outputs": list(f.output_names), "sensors": [f"sensor:{r['name']}" for r in f.sensors]}
+
+
+def check_names(f, names) -> None:
+    """Refuse a ``--plot`` name the file does not hold (before anything is printed or drawn), naming what it
+    holds: the states, the qpos/qvel/x segments, the recorded outputs (``<output>`` or ``<output>:<object>``) and
+    the sensors."""
+    known = plot_names(f)
+    flat = {n for group in known.values() for n in group}
+    for name in names:
+        if name in flat or name.split(":")[0] in known["outputs"]:
+            continue
+        held = "; ".join(f"{kind}: {', '.join(group)}" for kind, group in known.items() if group)
+        raise CliError(f"--plot {name!r}: {f.path} has no such state or output ({held})")
+
+
 def panels(f, name: str, model=None) -> tuple:
     """The panels ``--plot name`` draws: two for the contacts output, else one (``series``)."""
     if name in f.output_names and _text(f.h5["outputs"][name].attrs.get("mujoco_field", "")) == "contacts":

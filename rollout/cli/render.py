@@ -13,6 +13,9 @@ import os
 
 from mjharness.rollout.rendering import DEFAULT_FPS, DEFAULT_SHEET_TIMES, DEFAULT_SIZE, LAYOUTS
 
+from .common import check_folder
+from .errors import CliError
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser("render", help="render a rollout file to a video or a contact sheet (headless)",
@@ -38,9 +41,12 @@ def add_parser(sub) -> None:
 
 
 def command(args) -> int:
+    out = args.out or os.path.splitext(args.file)[0] + ".mp4"
+    if not os.path.isfile(args.file):
+        raise CliError(f"{args.file}: no such file")
+    check_folder(out, "--out")  # before a frame is drawn: a missing folder used to fail after all of them
     from mjharness.rollout.rendering import render
 
-    out = args.out or os.path.splitext(args.file)[0] + ".mp4"
     path = render(args.file, out, worlds=args.worlds, layout=args.layout, camera=args.camera, size=args.size,
                   fps=args.fps, speed=args.speed, time=args.time, sheet=args.sheet, progress=not args.no_progress)
     print(f"render: {path}")

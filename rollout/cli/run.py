@@ -70,14 +70,15 @@ def _file_batch(path) -> int:
 
 
 def command(args) -> int:
-    from mjharness.integrators import integrator_names
+    if args.list_integrators:
+        from mjharness.integrators import integrator_names
+
+        print("\n".join(integrator_names()))
+        return 0
+    check_args(args)  # every option, file and spec, before JAX, MJX or the scene load (a second or more)
     from mjharness.rollout.engine import rollout
     from mjharness.rollout.engine.plan import needs_sensors, resolve_run_scene, run_needs
 
-    if args.list_integrators:
-        print("\n".join(integrator_names()))
-        return 0
-    check_args(args)
     if args.local_processes:
         return launch.launch_local(args)
     process = launch.initialize() if args.distributed else None  # (k, n): this process is one of n
