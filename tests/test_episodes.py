@@ -262,15 +262,37 @@ def test_reset_episodes_equal_a_hand_written_loop(box_reset):
     assert [(e["start_step"], e["end_step"]) for e in r.episodes(1)] == [(e["start_step"], e["end_step"]) for e in eps]
 
 
-def test_freeze_stops_a_world_at_its_terminal_state():
+def test_freeze_stops_a_world_at_its_terminal_state(tmp_path):
     x0 = _thrown(2)
+    out = tmp_path / "freeze.h5"
     r = rollout(cached_scene("box_on_plane"), "semi_implicit_euler", steps=400, x0=x0,
-                terminate=Termination(stopped), backend="mujoco", progress=False)
+                terminate=Termination(stopped), backend="mujoco", progress=False, out=out)
     xs, rows = _box_loop(x0, 400, reset=False)
     assert np.all(r.status == STATUS_TERMINATED) and r.stats["worlds_failed"] == 0
     assert r.stats["worlds_terminated"] == 2
     assert [int(s) for s in r.status_step] == [row[3] for row in rows]
     assert np.abs(r.x - xs).max() <= 1e-12  # frozen: every later sample is the terminal state
+    with open_rollout(out) as f:
+        for w, row in enumerate(rows):  # a frozen world's episode ends at end_step, not at the run's last sample
+            end = row[3]
+            assert end < 399
+            for eps in (f.episodes(w), r.episodes(w)):
+                (e,) = eps
+                assert (e["start_step"], e["end_step"], e["end"]) == (0, end, "terminated")
+                assert e["x"].shape == (end + 1, x0.shape[1])
+                assert np.array_equal(e["x"], r.x[:end + 1, w]) and e["time"][-1] == r.time[end]
+
+
+def test_freeze_episode_ends_with_the_sample_holding_the_terminal_state(tmp_path):
+    """record_every > 1: the last sample of a frozen episode is the first one at or after end_step."""
+    x0 = _thrown(2)
+    r = rollout(cached_scene("box_on_plane"), "semi_implicit_euler", steps=400, x0=x0, record_every=7,
+                terminate=Termination(stopped), backend="mujoco", progress=False)
+    for w in range(2):
+        (e,) = r.episodes(w)
+        last = (e["samples"][-1] + 1) * 7 - 1  # the step after which the last sample was recorded
+        assert e["end_step"] <= last < e["end_step"] + 7
+        assert len(e["samples"]) < len(r.time)
 
 
 def test_reset_to_draw_uses_a_fresh_perturbation_keyed_by_world_and_episode():
