@@ -256,6 +256,8 @@ def resume_settings(args, source: str) -> dict:
                 quaternion_update=args.quaternion_update or a.get("quaternion_update") or "quaternion",
                 chunk=args.chunk or a.get("chunk") or DEFAULTS["chunk"],
                 backend=requested((a.get("backend") or AUTO, f"--resume {args.resume}"), (args.backend, "--backend")),
+                backend_reason=(f"the file's: {a['backend_reason']}" if a.get("backend_reason") and args.backend == AUTO
+                                else None),
                 outputs=outputs,
                 output_semantics=a.get("output_semantics") or args.output_semantics,
                 dtype=args.dtype or {True: "float64", False: "float32"}.get(a.get("x64")),
@@ -300,6 +302,21 @@ def rollout_kwargs(args, s: dict) -> dict:
               progress=not args.no_progress, keep=False, randomize=parse_randomize(args.randomize),
               on_terminate=s["on_terminate"], reset_to=s["reset_to"])
     return kw
+
+
+def cli_spelling(message: str) -> str:
+    """A ``rollout()`` message in the command line's words: ``resume='f.h5'`` -> ``--resume f.h5``,
+    ``steps=20000`` -> ``--steps 20000``, ``overwrite=True`` -> ``--overwrite``, for every option of the table."""
+    import re
+
+    flags = {o.rollout or o.dest: o.flag for o in RUN_OPTIONS}
+    flags.update(resume="--resume", out="--out", steps="--steps", batch="--batch", dt="--dt", seed="--seed",
+                 record_every="--record-every", chunk="--chunk", integrator="--integrator")
+    names = "|".join(sorted(map(re.escape, flags), key=len, reverse=True))
+    message = re.sub(rf"\b({names})=True\b", lambda m: flags[m.group(1)], message)
+    message = re.sub(rf"\b({names})='([^']*)'", lambda m: f"{flags[m.group(1)]} {m.group(2)}", message)
+    message = re.sub(rf"(?<![\w.-])({names})=(?!=)", lambda m: f"{flags[m.group(1)]} ", message)
+    return message.replace(" (CLI: --overwrite)", "").replace("--overwrite (CLI: --overwrite)", "--overwrite")
 
 
 # -- controls and parameter sweeps from the command line ---------------------------------------------------

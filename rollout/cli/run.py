@@ -24,6 +24,7 @@ from .options import (
     DEFAULTS,
     add_run_options,
     check_args,
+    cli_spelling,
     fresh_settings,
     load_controller,
     load_ctrl,
@@ -76,7 +77,7 @@ def command(args) -> int:
         print("\n".join(integrator_names()))
         return 0
     check_args(args)  # every option, file and spec, before JAX, MJX or the scene load (a second or more)
-    from mjharness.rollout.engine import rollout
+    from mjharness.rollout.engine import RolloutError, rollout
     from mjharness.rollout.engine.plan import needs_sensors, resolve_run_scene, run_needs
 
     if args.local_processes:
@@ -104,6 +105,9 @@ def command(args) -> int:
                                    backend=kw["backend"], needs=run_needs(dict(params), kw["outputs"], kw["randomize"]),
                                    unsupported_contacts=args.unsupported_contacts,
                                    need_sensors=needs_sensors(kw["outputs"]) or bool(args.controller or args.terminate))
+    why = s.get("backend_reason") or why
+    if hasattr(scene, "backend_note"):  # the file records why, not "asked for" (the CLI resolved the scene itself)
+        scene.backend_note = why
     if params:
         kw["model_params"] = param_arrays(params, scene)
     if args.ctrl and args.controller:
@@ -117,7 +121,10 @@ def command(args) -> int:
         kw["terminate"] = load_terminate(args.terminate)
     if process is None or process[0] == 0:
         print(_header(s, scene, why, process), file=sys.stderr)
-    r = rollout(scene, s["integrator"], **kw)
+    try:
+        r = rollout(scene, s["integrator"], **kw)
+    except RolloutError as e:  # the run specification's words are Python's: say them as the command line does
+        raise CliError(cli_spelling(str(e))) from None
     if process is None:
         _summary(r)
     else:
