@@ -39,7 +39,7 @@ def dispatch(args) -> int:
     """Run the parsed command; any exception becomes one paragraph on stderr and exit status 2; an interrupt
     one line and 130 (SIGINT) / 143 (SIGTERM); a closed stdout (``| head``) nothing and 141."""
     try:
-        with _jax_tracebacks(args.debug):
+        with _jax_tracebacks(args.debug), _warnings_as_lines(args.command, args.debug):
             return int(args.func(args) or 0)
     except KeyboardInterrupt as e:  # SIGINT, or SIGTERM (interrupts.Terminated): the writer closed the file in between
         return interrupted(e, args.command, _file_state(args))
@@ -54,6 +54,23 @@ def dispatch(args) -> int:
             subject = getattr(args, "subject", None)
             print(errors.explain(e, args.command, subject(args) if subject else None), file=sys.stderr)
         return 2
+
+
+@contextlib.contextmanager
+def _warnings_as_lines(command: str, debug: bool):
+    """A warning as one line in the command's name (``mjharness run: warning: ...``), not Python's two lines with
+    the internal source line that raised it (``--debug`` keeps Python's format)."""
+    import warnings
+
+    if debug:
+        yield
+        return
+    before = warnings.formatwarning
+    warnings.formatwarning = lambda message, category, *rest, **kw: f"mjharness {command}: warning: {message}\n"
+    try:
+        yield
+    finally:
+        warnings.formatwarning = before
 
 
 @contextlib.contextmanager

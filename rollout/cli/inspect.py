@@ -40,6 +40,9 @@ def add_parser(sub) -> None:
     p.add_argument("--unsupported-contacts", choices=("refuse", "exclude"), default="refuse",
                    help="as for run: exclude drops exactly the geom pairs MJX cannot collide")
     p.add_argument("--quaternion-update", choices=QUATERNION_UPDATES, default="quaternion")
+    p.add_argument("--no-measure", action="store_true",
+                   help="name the known MJX physics differences without measuring their size (measuring compiles "
+                        "mjx.forward once: seconds)")
     p.set_defaults(func=command, subject=lambda args: f"scene {scene_label(args.scene)!r}")
 
 
@@ -143,7 +146,8 @@ def command(args) -> int:
                    refused=None if refusal is None else str(refusal))
         if scene is not None:
             out.update(backend=scene.backend, integrator=_own_integrator(scene),
-                       timestep=float(model.opt.timestep), compat_log=list(scene.compat_log))
+                       timestep=float(model.opt.timestep), compat_log=list(scene.compat_log),
+                       mjx_physics=_physics(model, args))
         print(json.dumps(out, indent=1, default=str))
     else:
         print(f"{scene_label(args.scene)}: nq={model.nq} nv={model.nv} nu={model.nu} na={model.na} "
@@ -153,9 +157,21 @@ def command(args) -> int:
         print(format_topology(topo))
         if scene is not None:
             _print_states(scene, rows)
+            from mjharness.scenes.mjx_physics import format_differences
+
+            print("  " + format_differences(_physics(model, args)).replace("\n", "\n  "))
     if refusal is not None:
         raise refusal  # exit 2 with run's message (the CLI's error handler prints it)
     return 0
+
+
+def _physics(model, args) -> list[dict]:
+    """The known MJX physics differences of the scene (``scenes/mjx_physics.py``), measured unless --no-measure."""
+    from mjharness.scenes.mjx_physics import flagged_pairs, known_differences, measure
+
+    if not flagged_pairs(model):
+        return []
+    return known_differences(model, None if args.no_measure else measure(model))
 
 
 def _print_states(scene, rows) -> None:
