@@ -159,6 +159,13 @@ def test_plot_error_names_states_and_outputs_before_printing(small_file, capsys)
     assert cap.out == "" and "states: " in cap.err and "qpos" in cap.err
 
 
+def test_cli_copies_agree_with_their_sources():
+    from mjharness.rollout.cli import xla_log
+    from mjharness.scenes import xla_log as source
+
+    assert xla_log.ENV_VAR == source.ENV_VAR
+
+
 def test_cli_backend_table_is_the_backends_own():
     from mjharness.adapters.backends import AUTO, BACKENDS
     from mjharness.adapters.backends import BACKEND_NAMES as NAMES
