@@ -15,7 +15,7 @@ import contextlib
 import signal
 import threading
 
-__all__ = ["Terminated", "install", "check", "pending", "exception", "held"]
+__all__ = ["Terminated", "install", "check", "pending", "exception", "held", "deferred"]
 
 _PENDING: list[int] = []   # signals received since install()
 
@@ -28,9 +28,25 @@ def exception(signum: int) -> KeyboardInterrupt:
     return Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
 
 
+_DEFERRING = [0]           # > 0 inside deferred(): a signal is recorded, raised on leaving
+
+
 def _handler(signum, frame):
     _PENDING.append(signum)
-    raise exception(signum)
+    if not _DEFERRING[0]:
+        raise exception(signum)
+
+
+@contextlib.contextmanager
+def deferred():
+    """A signal inside is only recorded, and raised by the next ``check()`` (the engine's, at the next chunk,
+    where the file is closed on the way out): for steps that must not stop half done, such as creating a
+    file's datasets (a half-created file would be neither a rollout file nor absent)."""
+    _DEFERRING[0] += 1
+    try:
+        yield
+    finally:
+        _DEFERRING[0] -= 1
 
 
 def install(*, keep_pending: bool = False):

@@ -294,7 +294,8 @@ def execute(plan: Plan, *, progress, compression, watchdog_s, keep, resume) -> R
     # Only now (inputs checked, function compiled) does anything touch the disk, under the file's writer lock.
     lock = h5.FileLock(plan.out).acquire() if plan.out else None
     try:
-        writer = _open_writer(plan, resume, st.samples, compression)
+        with interrupts.deferred():  # Ctrl-C here leaves a whole (empty, resumable) file, not half of one
+            writer = _open_writer(plan, resume, st.samples, compression)
     except BaseException:
         lock and lock.release()
         raise
