@@ -78,7 +78,7 @@ def known_differences(m: mujoco.MjModel, measured: dict | None = None) -> list[d
     for code, pairs in flagged_pairs(m).items():
         names = ", ".join(f"{_geom_name(m, a)}–{_geom_name(m, b)}" for a, b in pairs[:_SHOWN])
         more = f" and {len(pairs) - _SHOWN} more" if len(pairs) > _SHOWN else ""
-        size = ""
+        size = "; not measured (mjharness inspect --measure, or measure(model))"
         if measured is not None:
             size = f"; {measured['text']}"
         out.append(_entry("warning", code, f"{CODES[code]}: {len(pairs)} geom pair(s) ({names}{more}){size}",

@@ -49,3 +49,11 @@ def test_ant_difference_is_measured_and_elliptic_agrees():
     d, _ = _state_with_contact(m, pairs)
     _, rel = compare_qacc(m, d)
     assert rel < 1e-4, rel
+
+
+def test_inspect_names_the_cone_difference_of_ant(capsys):
+    from mjharness.rollout.cli import main
+
+    assert main(["inspect", ANT, "--backend", "mjx"]) == 0
+    out = capsys.readouterr().out
+    assert "MJX_PHYSICS_PYRAMIDAL_CONE" in out and 'cone="elliptic"' in out and "--measure" in out

@@ -40,9 +40,9 @@ def add_parser(sub) -> None:
     p.add_argument("--unsupported-contacts", choices=("refuse", "exclude"), default="refuse",
                    help="as for run: exclude drops exactly the geom pairs MJX cannot collide")
     p.add_argument("--quaternion-update", choices=QUATERNION_UPDATES, default="quaternion")
-    p.add_argument("--no-measure", action="store_true",
-                   help="name the known MJX physics differences without measuring their size (measuring compiles "
-                        "mjx.forward once: seconds)")
+    p.add_argument("--measure", action="store_true",
+                   help="also measure the known MJX physics differences on the scene's own state (mjx.forward vs "
+                        "mj_forward qacc; compiles mjx.forward once: seconds to a minute)")
     p.set_defaults(func=command, subject=lambda args: f"scene {scene_label(args.scene)!r}")
 
 
@@ -166,12 +166,12 @@ def command(args) -> int:
 
 
 def _physics(model, args) -> list[dict]:
-    """The known MJX physics differences of the scene (``scenes/mjx_physics.py``), measured unless --no-measure."""
+    """The known MJX physics differences of the scene (``scenes/mjx_physics.py``), measured with --measure."""
     from mjharness.scenes.mjx_physics import flagged_pairs, known_differences, measure
 
     if not flagged_pairs(model):
         return []
-    return known_differences(model, None if args.no_measure else measure(model))
+    return known_differences(model, measure(model) if args.measure else None)
 
 
 def _print_states(scene, rows) -> None:
