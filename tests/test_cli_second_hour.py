@@ -115,6 +115,8 @@ _BAD = [
     ["run", "--out", "x.txt"],
     ["run", "--param", "body_mass:torso=1,x"],
     ["run", "--controller", "nofile.py:make"],
+    ["run", "--on-terminate", "reset"],
+    ["run", "--reset-to", "somewhere"],
     ["render", "IN.h5", "--out", "nodir/v.mp4"],
     ["show", "IN.h5", "--plot", "bogus"],
 ]

@@ -186,6 +186,11 @@ def check_args(args) -> None:
                 raise CliError(f"{flag} {arg}: no such file {path!r} (bundled examples: `mjharness examples`)")
     if args.ctrl and not args.ctrl.startswith("key:") and not os.path.isfile(args.ctrl):
         raise CliError(f"--ctrl {args.ctrl}: no such file")
+    if args.reset_to and not (args.reset_to in ("x0", "draw") or args.reset_to.startswith("key:")):
+        raise CliError(f"--reset-to {args.reset_to}: give x0, draw or key:NAME (a keyframe)")
+    for flag, value in (("--on-terminate", args.on_terminate == "reset" and "reset"), ("--reset-to", args.reset_to)):
+        if value and not (args.terminate or args.resume):
+            raise CliError(f"{flag} {value}: needs --terminate FILE.py:NAME (the rule that ends an episode)")
 
 
 def check_out(out: str, overwrite: bool) -> None:
