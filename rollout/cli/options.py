@@ -437,7 +437,11 @@ def bundled_examples() -> dict[str, str]:
     """name -> file of every example that ships with the package (``mjharness examples``)."""
     from importlib import resources
 
-    root = resources.files("mjharness.examples")
+    try:
+        root = resources.files("mjharness.examples")
+    except ModuleNotFoundError:  # an install from before the examples shipped (editable: its path map is old)
+        raise CliError("the bundled examples are not installed with this mjharness: reinstall it "
+                       "(pip install -e . in a checkout)") from None
     return {p.name[:-3]: str(p) for p in sorted(root.iterdir(), key=lambda p: p.name)
             if p.name.endswith(".py") and not p.name.startswith("_")}
 
