@@ -96,7 +96,7 @@ def test_sigint_during_imports_is_one_line(tmp_path):
     code = ("import os, signal; from mjharness.rollout.cli import entry; import sys; sys.argv = ['mjharness', "
             "'--help']; import builtins; real = builtins.__import__\n"
             "def imp(name, *a, **k):\n"
-            "    if name == 'mujoco': os.kill(os.getpid(), signal.SIGINT)\n"
+            "    if name == 'argparse': os.kill(os.getpid(), signal.SIGINT)\n"
             "    return real(name, *a, **k)\n"
             "builtins.__import__ = imp\nsys.exit(entry.main())")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path)
@@ -166,6 +166,11 @@ def test_cli_copies_agree_with_their_sources():
     from mjharness.scenes import xla_log as source
 
     assert xla_log.ENV_VAR == source.ENV_VAR
+    from mjharness.rollout import rendering
+    from mjharness.rollout.cli.common import RENDER_DEFAULTS
+
+    assert RENDER_DEFAULTS == dict(size=rendering.DEFAULT_SIZE, fps=rendering.DEFAULT_FPS,
+                                   sheet_times=rendering.DEFAULT_SHEET_TIMES, layouts=rendering.LAYOUTS)
 
 
 def test_cli_backend_table_is_the_backends_own():

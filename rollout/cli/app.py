@@ -17,6 +17,7 @@ import traceback
 from mjharness.rollout.engine.interrupts import Terminated
 
 from . import bench, cases, check, errors, examples, fit, hangrepro, inspect, probe, render, run, show, verify, xla_log
+from .common import import_mujoco
 
 __all__ = ["COMMANDS", "build_parser", "dispatch", "main"]
 
@@ -39,6 +40,8 @@ def dispatch(args) -> int:
     """Run the parsed command; any exception becomes one paragraph on stderr and exit status 2; an interrupt
     one line and 130 (SIGINT) / 143 (SIGTERM); a closed stdout (``| head``) nothing and 141."""
     try:
+        if args.command != "run":  # (run checks its options first, then does the same: run.command)
+            import_mujoco()
         with _jax_tracebacks(args.debug), _warnings_as_lines(args.command, args.debug):
             return int(args.func(args) or 0)
     except KeyboardInterrupt as e:  # SIGINT, or SIGTERM (interrupts.Terminated): the writer closed the file in between

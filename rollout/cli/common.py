@@ -18,6 +18,8 @@ BACKEND_SUMMARIES = {
     "warp": "MJX impl='warp' (MuJoCo Warp kernels, float32; needs mjharness[warp])",
 }
 BACKEND_NAMES = (AUTO, *BACKEND_SUMMARIES)
+# mjharness.rollout.rendering's defaults, copied for the same reason (it imports MuJoCo; the test checks them).
+RENDER_DEFAULTS = dict(size=(640, 480), fps=30.0, sheet_times=4, layouts=("grid", "overlay"))
 
 
 def scene_label(scene) -> str:
@@ -52,3 +54,12 @@ def check_folder(path: str, flag: str) -> None:
             pass
     except OSError as e:
         raise CliError(f"{flag} {path}: cannot write in {folder} ({e.strerror or e})") from None
+
+
+def import_mujoco() -> None:
+    """Import MuJoCo with SIGINT/SIGTERM held: its import runs GLFW's version probe as a child Python, which a
+    terminal's Ctrl-C (sent to the whole process group) would stop with a traceback of its own."""
+    from mjharness.rollout.engine import interrupts
+
+    with interrupts.held():
+        import mujoco  # noqa: F401

@@ -12,8 +12,6 @@ def main() -> int:
 
     interrupts.install()  # app.main installs them again (and restores these when it returns)
     try:
-        with interrupts.held():
-            import mujoco  # noqa: F401 - its GLFW probe (a child Python) must not get our Ctrl-C (interrupts.held)
         from .app import main as run
     except KeyboardInterrupt as e:
         stopped = isinstance(e, interrupts.Terminated)

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import os
 
-from mjharness.rollout.rendering import DEFAULT_FPS, DEFAULT_SHEET_TIMES, DEFAULT_SIZE, LAYOUTS
-
-from .common import check_folder
+from .common import RENDER_DEFAULTS, check_folder
 from .errors import CliError
+
+DEFAULT_SIZE, DEFAULT_FPS = RENDER_DEFAULTS["size"], RENDER_DEFAULTS["fps"]
+DEFAULT_SHEET_TIMES, LAYOUTS = RENDER_DEFAULTS["sheet_times"], RENDER_DEFAULTS["layouts"]
 
 
 def add_parser(sub) -> None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import sys
 
 from . import launch
-from .common import DEFAULT_SCENE, scene_label
+from .common import DEFAULT_SCENE, import_mujoco, scene_label
 from .errors import CliError
 from .options import (
     DEFAULT_OUT,
@@ -77,6 +77,7 @@ def command(args) -> int:
         print("\n".join(integrator_names()))
         return 0
     check_args(args)  # every option, file and spec, before JAX, MJX or the scene load (a second or more)
+    import_mujoco()
     from mjharness.rollout.engine import RolloutError, rollout
     from mjharness.rollout.engine.plan import needs_sensors, resolve_run_scene, run_needs
 
