@@ -118,6 +118,7 @@ _BAD = [
     ["run", "--on-terminate", "reset"],
     ["run", "--reset-to", "somewhere"],
     ["render", "IN.h5", "--out", "nodir/v.mp4"],
+    ["render", "IN.h5", "--out", "v.avi"],
     ["show", "IN.h5", "--plot", "bogus"],
 ]
 
@@ -168,9 +169,11 @@ def test_cli_copies_agree_with_their_sources():
     assert xla_log.ENV_VAR == source.ENV_VAR
     from mjharness.rollout import rendering
     from mjharness.rollout.cli.common import RENDER_DEFAULTS
+    from mjharness.rollout.rendering.options import OUTPUTS
 
     assert RENDER_DEFAULTS == dict(size=rendering.DEFAULT_SIZE, fps=rendering.DEFAULT_FPS,
-                                   sheet_times=rendering.DEFAULT_SHEET_TIMES, layouts=rendering.LAYOUTS)
+                                   sheet_times=rendering.DEFAULT_SHEET_TIMES, layouts=rendering.LAYOUTS,
+                                   outputs=tuple(OUTPUTS))
 
 
 def test_cli_backend_table_is_the_backends_own():

@@ -22,6 +22,8 @@ from .common import import_mujoco
 __all__ = ["COMMANDS", "build_parser", "dispatch", "main"]
 
 COMMANDS = (run, show, inspect, check, cases, bench, hangrepro, fit, render, verify, probe, examples)
+# Commands that check their arguments before MuJoCo loads, and import it themselves afterwards (import_mujoco).
+CHECK_FIRST = ("run", "render", "show")
 _DEBUG_HELP = "on an error print the traceback instead of a summary, and every XLA log line"
 
 
@@ -40,7 +42,7 @@ def dispatch(args) -> int:
     """Run the parsed command; any exception becomes one paragraph on stderr and exit status 2; an interrupt
     one line and 130 (SIGINT) / 143 (SIGTERM); a closed stdout (``| head``) nothing and 141."""
     try:
-        if args.command != "run":  # (run checks its options first, then does the same: run.command)
+        if args.command not in CHECK_FIRST:
             import_mujoco()
         with _jax_tracebacks(args.debug), _warnings_as_lines(args.command, args.debug):
             return int(args.func(args) or 0)

@@ -19,7 +19,8 @@ BACKEND_SUMMARIES = {
 }
 BACKEND_NAMES = (AUTO, *BACKEND_SUMMARIES)
 # mjharness.rollout.rendering's defaults, copied for the same reason (it imports MuJoCo; the test checks them).
-RENDER_DEFAULTS = dict(size=(640, 480), fps=30.0, sheet_times=4, layouts=("grid", "overlay"))
+RENDER_DEFAULTS = dict(size=(640, 480), fps=30.0, sheet_times=4, layouts=("grid", "overlay"),
+                       outputs=(".mp4", ".gif", ".png"))
 
 
 def scene_label(scene) -> str:

@@ -209,9 +209,11 @@ def check_out(out: str, overwrite: bool) -> None:
 def check_randomize(spec: dict | None) -> None:
     """Each ``--randomize KEY=DIST``: KEY's syntax and DIST parsed (no model needed; the names are checked when
     the scene loads)."""
+    if not spec:
+        return
     from mjharness.rollout.engine.randomize import KEY_SYNTAX, parse_dist
 
-    for key, dist in (spec or {}).items():
+    for key, dist in spec.items():
         if KEY_SYNTAX.match(key) is None:
             raise CliError(f"--randomize {key}={dist}: {key!r} is not FIELD[:NAME][[i]] (e.g. body_mass:torso, "
                            f"geom_friction:floor[0])")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-from .common import RENDER_DEFAULTS, check_folder
+from .common import RENDER_DEFAULTS, check_folder, import_mujoco
 from .errors import CliError
 
 DEFAULT_SIZE, DEFAULT_FPS = RENDER_DEFAULTS["size"], RENDER_DEFAULTS["fps"]
@@ -45,7 +45,12 @@ def command(args) -> int:
     out = args.out or os.path.splitext(args.file)[0] + ".mp4"
     if not os.path.isfile(args.file):
         raise CliError(f"{args.file}: no such file")
+    ext = os.path.splitext(out)[1].lower()
+    if ext not in RENDER_DEFAULTS["outputs"]:
+        raise CliError(f"--out {out}: unsupported extension {ext!r}; use one of "
+                       f"{', '.join(RENDER_DEFAULTS['outputs'])} (.png writes a contact sheet)")
     check_folder(out, "--out")  # before a frame is drawn: a missing folder used to fail after all of them
+    import_mujoco()
     from mjharness.rollout.rendering import render
 
     path = render(args.file, out, worlds=args.worlds, layout=args.layout, camera=args.camera, size=args.size,

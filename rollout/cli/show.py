@@ -11,7 +11,7 @@ import json
 import os
 
 from . import plots
-from .common import check_folder, print_layout
+from .common import check_folder, import_mujoco, print_layout
 from .summary import episode_lines, flagged_lines
 
 
@@ -93,6 +93,7 @@ def command(args) -> int:
             plots.parse_worlds(args.worlds, f.batch)
             png = args.png or os.path.splitext(args.file)[0] + ".png"
             check_folder(png, "--png")
+        import_mujoco()
         a = f.attrs
         print(f"{args.file}: {f.samples} of {f.h5['x'].shape[0]} samples, "
               f"{'complete' if f.complete else 'INCOMPLETE (complete=False)'}")
