@@ -43,7 +43,7 @@ def dispatch(args) -> int:
     one line and 130 (SIGINT) / 143 (SIGTERM); a closed stdout (``| head``) nothing and 141."""
     try:
         if args.command not in CHECK_FIRST:
-            import_mujoco()
+            import_mujoco(args)
         with _jax_tracebacks(args.debug), _warnings_as_lines(args.command, args.debug):
             return int(args.func(args) or 0)
     except KeyboardInterrupt as e:  # SIGINT, or SIGTERM (interrupts.Terminated): the writer closed the file in between
@@ -162,7 +162,7 @@ def main(argv=None) -> int:
         args = parser.parse_args(argv)
         command = args.command
         if program and not args.debug:
-            xla_log.install()
+            args.xla_filter = True  # installed with MuJoCo (common.import_mujoco), after the arguments are checked
         elif program:
             xla_log.uninstall()  # --debug: every XLA line (importing mjharness installed the filter)
         rc = dispatch(args)

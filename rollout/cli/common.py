@@ -57,10 +57,16 @@ def check_folder(path: str, flag: str) -> None:
         raise CliError(f"{flag} {path}: cannot write in {folder} ({e.strerror or e})") from None
 
 
-def import_mujoco() -> None:
-    """Import MuJoCo with SIGINT/SIGTERM held: its import runs GLFW's version probe as a child Python, which a
-    terminal's Ctrl-C (sent to the whole process group) would stop with a traceback of its own."""
+def import_mujoco(args=None) -> None:
+    """What a command needs once its arguments are checked: the XLA log filter (the program without --debug:
+    ``args.xla_filter``; it lives in ``mjharness.scenes``, which loads MuJoCo) and MuJoCo, imported with
+    SIGINT/SIGTERM held: its import runs GLFW's version probe as a child Python, which a terminal's Ctrl-C (sent
+    to the whole process group) would stop with a traceback of its own."""
     from mjharness.rollout.engine import interrupts
 
     with interrupts.held():
         import mujoco  # noqa: F401
+    if getattr(args, "xla_filter", False):
+        from . import xla_log
+
+        xla_log.install()

@@ -50,7 +50,7 @@ def command(args) -> int:
         raise CliError(f"--out {out}: unsupported extension {ext!r}; use one of "
                        f"{', '.join(RENDER_DEFAULTS['outputs'])} (.png writes a contact sheet)")
     check_folder(out, "--out")  # before a frame is drawn: a missing folder used to fail after all of them
-    import_mujoco()
+    import_mujoco(args)
     from mjharness.rollout.rendering import render
 
     path = render(args.file, out, worlds=args.worlds, layout=args.layout, camera=args.camera, size=args.size,

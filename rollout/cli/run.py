@@ -77,7 +77,7 @@ def command(args) -> int:
         print("\n".join(integrator_names()))
         return 0
     check_args(args)  # every option, file and spec, before JAX, MJX or the scene load (a second or more)
-    import_mujoco()
+    import_mujoco(args)
     from mjharness.rollout.engine import RolloutError, rollout
     from mjharness.rollout.engine.plan import needs_sensors, resolve_run_scene, run_needs
 

@@ -93,7 +93,7 @@ def command(args) -> int:
             plots.parse_worlds(args.worlds, f.batch)
             png = args.png or os.path.splitext(args.file)[0] + ".png"
             check_folder(png, "--png")
-        import_mujoco()
+        import_mujoco(args)
         a = f.attrs
         print(f"{args.file}: {f.samples} of {f.h5['x'].shape[0]} samples, "
               f"{'complete' if f.complete else 'INCOMPLETE (complete=False)'}")
