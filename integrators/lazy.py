@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import importlib
 import sys
+import types
 
 __all__ = ["attach"]
 
@@ -27,9 +28,23 @@ def _exports(path: str) -> dict[str, str]:
             for block in blocks for node in block.body if isinstance(node, ast.ImportFrom) for a in node.names}
 
 
+class _Package(types.ModuleType):
+    """A lazy package whose export shares its name with the submodule defining it (``engine.simulate``, the
+    function, in ``engine/simulate.py``): importing that submodule makes the import system bind it on the
+    package under the same name (an eager ``from .simulate import simulate`` used to rebind the function
+    after it). Here the binding keeps the function."""
+
+    def __setattr__(self, name: str, value) -> None:
+        if isinstance(value, types.ModuleType) and value.__name__ == f"{self.__name__}.{name}" \
+                and name in getattr(self, "__all__", ()) and hasattr(value, name):
+            value = getattr(value, name)
+        super().__setattr__(name, value)
+
+
 def attach(package: str, path: str, names):
     """(``__getattr__``, ``__dir__``) for ``package`` (its ``__name__``, ``__file__``, ``__all__``)."""
     exports: dict[str, str] = {}
+    sys.modules[package].__class__ = _Package
 
     def __getattr__(name: str):
         if not exports:

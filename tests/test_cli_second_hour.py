@@ -261,3 +261,14 @@ def test_compiles_announce_themselves(monkeypatch, capsys):
     assert "my work: traced; compiling" in err and ("my work: compiled in" in err or "my work: loaded" in err), err
     announce.compiling("quiet", progress=False)
     assert capsys.readouterr().err == ""
+
+
+def test_lazy_package_keeps_a_function_named_like_its_submodule():
+    """engine.simulate (the function) lives in engine/simulate.py: importing the submodule first must not leave
+    the package's name bound to the module (the lazy packages load names on first use)."""
+    import importlib
+
+    importlib.import_module("mjharness.rollout.engine.simulate")
+    from mjharness.rollout import engine, simulate
+
+    assert callable(simulate) and callable(engine.simulate) and simulate is engine.simulate
