@@ -1,7 +1,11 @@
 """A PD controller with an integral term driving the bundled ``arm`` to a different target per world.
 
-    mjharness run arm --controller examples/arm_reach.py:make --steps 2000 --batch 8
-    mjharness run arm --controller examples/arm_reach.py:make --terminate examples/arm_reach.py:reached
+    mjharness run arm --controller arm_reach:make --steps 2000 --batch 8
+    mjharness run arm --controller arm_reach:make --terminate arm_reach:reached --steps 2000 --batch 8
+
+(``arm_reach:make`` names this bundled file; in a checkout ``examples/arm_reach.py:make`` is the same.) Every
+world settles on its target within about 0.03 rad in 2 s; with ``reached`` all 8 worlds terminate (status
+terminated) in the 2000 steps (4 s), each when its hand comes to rest.
 
 The controller state (``Controller``, docs/episodes.md) is the integral of the error and the world's target;
 it travels in the run's carry, so it is saved with every sample and a resumed run continues it. The
@@ -13,7 +17,7 @@ import jax.numpy as jnp
 from mjharness.rollout import Controller
 
 NQ = 4                                     # yaw, shoulder, elbow, slide
-KP, KD, KI = 2.0, 0.2, 0.5                 # gains of u = KP e - KD qdot + KI integral(e)
+KP, KD, KI = 10.0, 2.0, 2.0                # gains of u = KP e - KD qdot + KI integral(e): settles in ~1 s
 DT = 0.002                                 # the arm's timestep: the integral's step
 TARGET0 = jnp.array([0.4, -0.3, 0.5, 0.0])  # world 0's target; world w's is scaled by 1 - 0.1 w
 
@@ -33,11 +37,14 @@ def step(t, x, c):
 
 
 def make():
-    """``--controller examples/arm_reach.py:make``."""
+    """``--controller arm_reach:make``."""
     return Controller(init=init, step=step, every=1)
 
 
+REST = 0.01  # rad/s (m/s for the slide): a joint slower than this is at rest
+
+
 def reached(t, x):
-    """``--terminate examples/arm_reach.py:reached``: the hand is still (every joint slower than 1e-3 rad/s) after
-    the first 0.1 s."""
-    return (t > 0.1) & jnp.all(jnp.abs(x[NQ:2 * NQ]) < 1e-3)
+    """``--terminate arm_reach:reached``: the hand has come to rest (every joint slower than ``REST``) after the
+    first 0.5 s (the start, when the arm is still, does not count)."""
+    return (t > 0.5) & jnp.all(jnp.abs(x[NQ:2 * NQ]) < REST)

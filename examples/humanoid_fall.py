@@ -1,6 +1,6 @@
 """End (or restart) a humanoid's episode when its torso drops below a height.
 
-    mjharness run humanoid --terminate examples/humanoid_fall.py:fallen --on-terminate reset --reset-to draw
+    mjharness run humanoid --terminate humanoid_fall:fallen --on-terminate reset --reset-to draw
 
 The humanoid's first joint is its free root: ``x[2]`` is the torso's height (1.28 m standing). With
 ``--on-terminate reset`` a fallen world starts a new episode (a fresh draw of the initial perturbation with

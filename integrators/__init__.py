@@ -2,43 +2,53 @@
 
 Nothing here imports the rest of mjharness, and nothing here changes process-wide settings
 (float64 and XLA flags are set by ``mjharness.scenes.settings``).
+
+The names below load on first use (PEP 562): the integrators import JAX (~2 s), and the light modules
+(``errors``, ``status``) must not pay for it, so ``mjharness --help`` and argument errors stay fast.
 """
 
-from .adaptive import RKF45, BogackiShampine, DormandPrince, EmbeddedRK
-from .contracts import (
-    AdaptiveIntegrator,
-    ContractError,
-    FixedIntegrator,
-    Model,
-    StochasticIntegrator,
-    check_pair,
-    integrator_kind,
-)
-from .implicit import ImplicitFast
-from .lie import CrouchGrossman3, dexpinv, rkmk_transform
-from .registry import INTEGRATORS, get_integrator, integrator_names, register_integrator, resolve_integrator
-from .rk import RK4, RK38, Euler, ExplicitRK, Heun, Midpoint, SemiImplicitEuler
-from .sde import Increments
-from .state import (
-    NoiseEndpoint,
-    StateError,
-    StateLayout,
-    StateRecord,
-    StateRegistry,
-    StateSpec,
-    UpdateRun,
-)
-from .status import (
-    STATUS_MAX_STEPS,
-    STATUS_NAMES,
-    STATUS_NONFINITE,
-    STATUS_OK,
-    STATUS_TERMINATED,
-    STATUS_UNDERFLOW,
-    Status,
-)
-from .stochastic import SRA1, EulerMaruyama, StochasticHeun
-from .tableaux import TABLEAUX, Tableau
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from . import lazy
+
+if TYPE_CHECKING:  # the same names, for type checkers and readers; loaded lazily by __getattr__ below
+    from .adaptive import RKF45, BogackiShampine, DormandPrince, EmbeddedRK
+    from .contracts import (
+        AdaptiveIntegrator,
+        ContractError,
+        FixedIntegrator,
+        Model,
+        StochasticIntegrator,
+        check_pair,
+        integrator_kind,
+    )
+    from .implicit import ImplicitFast
+    from .lie import CrouchGrossman3, dexpinv, rkmk_transform
+    from .registry import INTEGRATORS, get_integrator, integrator_names, register_integrator, resolve_integrator
+    from .rk import RK4, RK38, Euler, ExplicitRK, Heun, Midpoint, SemiImplicitEuler
+    from .sde import Increments
+    from .state import (
+        NoiseEndpoint,
+        StateError,
+        StateLayout,
+        StateRecord,
+        StateRegistry,
+        StateSpec,
+        UpdateRun,
+    )
+    from .status import (
+        STATUS_MAX_STEPS,
+        STATUS_NAMES,
+        STATUS_NONFINITE,
+        STATUS_OK,
+        STATUS_TERMINATED,
+        STATUS_UNDERFLOW,
+        Status,
+    )
+    from .stochastic import SRA1, EulerMaruyama, StochasticHeun
+    from .tableaux import TABLEAUX, Tableau
 
 __all__ = ["StateSpec", "StateRegistry", "StateLayout", "StateRecord", "StateError", "UpdateRun",
            "NoiseEndpoint",
@@ -51,3 +61,6 @@ __all__ = ["StateSpec", "StateRegistry", "StateLayout", "StateRecord", "StateErr
            "Model", "FixedIntegrator", "StochasticIntegrator", "AdaptiveIntegrator", "ContractError",
            "check_pair", "integrator_kind",
            "EulerMaruyama", "StochasticHeun", "SRA1", "Increments"]
+
+
+__getattr__, __dir__ = lazy.attach(__name__, __file__, __all__)

@@ -1,9 +1,22 @@
-"""Batched rollouts (the engine), the HDF5 format, verification, benchmarks and the CLI."""
+"""Batched rollouts (the engine), the HDF5 format, verification, benchmarks and the CLI.
 
-from .engine import Controller, RolloutError, RolloutResult, Termination, initial_states, rollout, simulate
-from .h5 import RolloutFile, RolloutFileError, open_rollout
-from .rendering import RenderError, render
-from .verify import crosscheck
+The names load on first use (``mjharness.integrators.lazy``): ``mjharness --help`` imports the CLI, a
+subpackage of this one, and must not import JAX and MJX with it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from mjharness.integrators import lazy
+
+if TYPE_CHECKING:
+    from .engine import Controller, RolloutError, RolloutResult, Termination, initial_states, rollout, simulate
+    from .h5 import RolloutFile, RolloutFileError, open_rollout
+    from .rendering import RenderError, render
+    from .verify import crosscheck
 
 __all__ = ["rollout", "Controller", "Termination", "simulate", "RolloutResult", "RolloutError", "open_rollout",
            "RolloutFile",           "RolloutFileError", "initial_states", "crosscheck", "render", "RenderError"]
+
+__getattr__, __dir__ = lazy.attach(__name__, __file__, __all__)

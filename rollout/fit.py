@@ -42,7 +42,7 @@ def _output_target(f, scene, target: str):
 
 
 def fit(path, params, *, scene=None, integrator=None, iterations: int = 200, lr: float = 0.05, start=None,
-        callback=None, target: str = "x") -> dict:
+        callback=None, target: str = "x", progress: bool = True) -> dict:
     """Fit ``params`` (list of ``field:name``) to the states (``target="x"``) or a recorded output
     (``target="outputs:<name>"``) of the rollout file ``path``.
 
@@ -50,12 +50,14 @@ def fit(path, params, *, scene=None, integrator=None, iterations: int = 200, lr:
     own recorded value (``/model_params``, e.g. drawn by ``randomize``) and the fit estimates one common scale,
     so each estimate is per world (B, ...). A file with per-world model fields is simulated with them (each
     world as it ran: its draws and derived constants). Returns {spec: estimate} (float or list) and, under
-    ``"history"``, the loss and estimates per iteration.
+    ``"history"``, the loss and estimates per iteration. ``progress``: say when the gradient compiles and, without a
+    ``callback``, show the iterations (loss) on stderr.
     """
     import jax
     import jax.numpy as jnp
     import optax
 
+    from .engine.announce import compiling
     from .engine.plan import resolve_scene, scene_integrator
     from .h5 import open_rollout
 
@@ -124,8 +126,17 @@ def fit(path, params, *, scene=None, integrator=None, iterations: int = 200, lr:
 
     history = []
     prev = [np.asarray(s) for s in s0]
+    compiling(f"fit: the gradient of the loss over {', '.join(params)}", progress)
+    bar = None
+    if progress and callback is None:  # a callback reports the iterations itself (the CLI prints them)
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=iterations, unit="it", desc="fit", dynamic_ncols=True)
     for it in range(iterations):
         z, state, v = step(z, state)
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix_str(f"loss {float(v):.3g}", refresh=False)
         est = [np.asarray(s * np.exp(np.asarray(zi))) for s, zi in zip(s0, z)]
         rec = {"iteration": it + 1, "loss": float(v),
                "estimates": {p: e.tolist() for p, e in zip(params, est)},
@@ -134,4 +145,6 @@ def fit(path, params, *, scene=None, integrator=None, iterations: int = 200, lr:
         prev = est
         if callback is not None:
             callback(rec)
+    if bar is not None:
+        bar.close()
     return {"params": {p: e.tolist() for p, e in zip(params, prev)}, "history": history}

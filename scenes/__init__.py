@@ -88,7 +88,42 @@ def parse_spec(src) -> tuple[mujoco.MjSpec, str]:
     try:
         return loader(), source
     except Exception as e:  # MuJoCo raises ValueError with its message (and line number)
-        raise SceneError(source, str(e).strip(), codes=("MJCF_PARSE_FAILED",)) from None
+        xml = src if text.startswith("<") else None
+        raise SceneError(source, parse_message(str(e), xml if xml is not None else _read(path if src in
+                                                                                      list_scenes() else src)),
+                         codes=("MJCF_PARSE_FAILED",)) from None
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+# tinyxml2's two-line message ("XML parse error 6:\nError=XML_ERROR_PARSING_ELEMENT ErrorID=6 (0x6) Line number=4")
+# and MuJoCo's schema message ("XML Error: Schema violation: unrecognized attribute: 'typo'\nElement 'geom', line 4").
+_TINYXML = re.compile(r"Error=XML_ERROR_(\w+).*?Line number=(\d+)", re.S)
+_SCHEMA = re.compile(r"XML Error:\s*(.*?)\s*\n\s*Element '([^']*)', line (\d+)", re.S)
+
+
+def parse_message(message: str, xml: str) -> str:
+    """MuJoCo's parse error as one line: ``line N, element 'geom': what, at: <the line's text>``."""
+    message = message.strip()
+    m = _SCHEMA.search(message)
+    if m:
+        what, element, line = m.group(1), m.group(2), int(m.group(3))
+        head = f"line {line}, element '{element}': {what[0].lower() + what[1:]}"
+    else:
+        m = _TINYXML.search(message)
+        if not m:
+            return " ".join(message.split())
+        line = int(m.group(2))
+        head = f"line {line}: malformed XML ({m.group(1).lower().replace('_', ' ')})"
+    lines = xml.splitlines()
+    at = lines[line - 1].strip() if 0 < line <= len(lines) else ""
+    return head + (f", at: {at}" if at else "")
 
 
 def load_scene(src, *, mjx: str = "adapt", unsupported_contacts: str = "refuse",

@@ -71,9 +71,10 @@ def test_mujoco_backend_1000_steps_within_c_own_rounding_spread(name):
     scene = MjScene(name, backend="mujoco", threads=2)
     for method in ("euler", "rk4", "implicit_fast"):
         r = bar(scene, method, 1000, 16)
-        # MuJoCo C's own implicitfast leaves |x| < 1e3 after 10 steps on the humanoid ("inertia matrix too
-        # close to singular"): compared over the bounded steps; every other case stays bounded for 1000.
-        assert r["steps_bounded"] >= (10 if (name, method) == ("humanoid", "implicit_fast") else 1000), r
+        # MuJoCo C's own implicitfast leaves |x| < 1e3 after 8 steps on the humanoid ("inertia matrix too
+        # close to singular"; 10 before the humanoid collided as MuJoCo's own model does): compared over the
+        # bounded steps; every other case stays bounded for 1000.
+        assert r["steps_bounded"] >= (5 if (name, method) == ("humanoid", "implicit_fast") else 1000), r
         assert r["diff_first_step"] <= 1e-14 * max(1.0, np.abs(scene.x0()).max()), (name, method, r)
         assert r["diff"] <= max(TOL, 20 * r["ulp_spread"]), (name, method, r)
 

@@ -212,7 +212,8 @@ def test_show_prints_layout_and_plots(default_runs, tmp_path, capsys):
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
     assert main(["show", str(d / DEFAULT_OUT), "--plot", "no/such", "--png", str(png)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("mjharness show: error: no state named 'no/such'; states: box/pos"), err
+    assert err.startswith("mjharness show: error: --plot 'no/such': "), err
+    assert "states: box/pos" in err and "segments: qpos, qvel, x" in err, err
 
 
 def test_inspect_prints_the_layout_and_totals(capsys):
@@ -246,8 +247,8 @@ def no_compile(monkeypatch):
     (["--integrator", "no_such"], "unknown integrator 'no_such'"),
     (["--dt", "-0.001"], "--dt must be > 0"),
     (["--dt", "0"], "--dt must be > 0"),
-    (["--steps", "0"], "steps must be an int >= 1"),
-    (["--batch", "0"], "batch must be an int >= 1"),
+    (["--steps", "0"], "--steps must be >= 1, got 0"),
+    (["--batch", "0"], "--batch must be >= 1, got 0"),
     (["--out", "/nonexistent-dir/r.h5"], "does not exist"),
 ])
 def test_run_refuses_bad_input_with_exit_2(tmp_path, capsys, monkeypatch, no_compile, args, message):
@@ -266,7 +267,7 @@ def test_run_refuses_an_existing_out_without_overwrite(tmp_path, capsys, no_comp
     out = tmp_path / "r.h5"
     out.write_bytes(b"precious")
     assert main(["run", "double_pendulum", "--out", str(out), "--no-progress"]) == 2
-    assert "exists; pass overwrite=True (CLI: --overwrite)" in capsys.readouterr().err
+    assert "exists: add --overwrite to replace it" in capsys.readouterr().err
     assert out.read_bytes() == b"precious"
     assert main(["show", str(tmp_path / "missing.h5")]) == 2
     assert "no such file" in capsys.readouterr().err
@@ -373,7 +374,7 @@ def test_every_command_is_there_and_debug_goes_either_side(capsys):
     parser = build_parser()
     choices = parser._subparsers._group_actions[0].choices
     assert set(choices) == {"run", "show", "inspect", "check", "cases", "bench", "hangrepro", "fit", "render", "verify",
-                            "probe", "rerun"}
+                            "probe", "rerun", "examples"}
     assert parser.parse_args(["--debug", "inspect"]).debug and parser.parse_args(["inspect", "--debug"]).debug
     assert not parser.parse_args(["inspect"]).debug
     for name in choices:

@@ -150,8 +150,12 @@ def test_error_location_tolerance_and_cli_exit(tmp_path, capsys):
     # The pendulum is not a single free body: the reference model refuses, naming why; exit status 2.
     with pytest.raises(CrossCheckError, match="single free body.*HINGE"):
         crosscheck(f)
-    assert cli_main(["check", f, "--out", out]) == 2
+    assert cli_main(["check", f, "--reference", "model", "--out", out]) == 2
     assert "single free body" in capsys.readouterr().err
+    # Without --reference the CLI picks one that applies (MuJoCo C here) and says which (issue 40).
+    assert cli_main(["check", f, "--out", out, "--no-plot"]) == 1
+    said = capsys.readouterr().out
+    assert said.startswith("reference: MuJoCo C (--reference mujoco), since") and "single free body" in said
 
 
 def test_reference_file_interpolated_onto_other_times(tmp_path):

@@ -41,11 +41,25 @@ def _np_init(x0, world):
     return {"integral": np.zeros(4), "target": np.asarray(ARM.TARGET0) * (1.0 - 0.1 * world)}
 
 
-def _np_step(t, x, c):
+def _np_step(t, x, c, gains=None):
+    kp, kd, ki = gains or (ARM.KP, ARM.KD, ARM.KI)
     q, qdot = x[:4], x[4:8]
     e = c["target"] - q
     integral = c["integral"] + e * ARM.DT
-    return ARM.KP * e - ARM.KD * qdot + ARM.KI * integral, {"integral": integral, "target": c["target"]}
+    return kp * e - kd * qdot + ki * integral, {"integral": integral, "target": c["target"]}
+
+
+# Gains for a control held 5 steps (0.01 s): the example's (tuned for every step) make the held loop unstable,
+# and two diverging trajectories cannot be compared to 1e-12.
+HELD_GAINS = (2.0, 0.2, 0.5)
+
+
+def _held_step(t, x, c):
+    kp, kd, ki = HELD_GAINS
+    q, qdot = x[:4], x[4:8]
+    e = c["target"] - q
+    integral = c["integral"] + e * ARM.DT
+    return kp * e - kd * qdot + ki * integral, {"integral": integral, "target": c["target"]}
 
 
 def _euler(name):
@@ -63,7 +77,7 @@ def _get(m, d):
     return np.concatenate([d.qpos, d.qvel, d.act])
 
 
-def _arm_loop(x0, steps, every=1):
+def _arm_loop(x0, steps, every=1, gains=None):
     """The PD+I controller in NumPy around mj_step, world by world: (xs (T, B, n), us (T, B, nu))."""
     m = _euler("arm")
     d = mujoco.MjData(m)
@@ -75,7 +89,7 @@ def _arm_loop(x0, steps, every=1):
         c, u = _np_init(x0[w], w), None
         for k in range(steps):
             if k % every == 0:
-                u, c = _np_step(k * m.opt.timestep, _get(m, d), c)
+                u, c = _np_step(k * m.opt.timestep, _get(m, d), c, gains)
             d.ctrl[:] = u
             mujoco.mj_step(m, d)
             xs[k, w], us[k, w] = _get(m, d), u
@@ -119,9 +133,9 @@ def test_numpy_controller_runs_on_the_host_with_the_same_numbers(arm_run):
 def test_every_k_holds_the_controls_zero_order(tmp_path):
     every = 5
     r = rollout(cached_scene("arm"), "semi_implicit_euler", steps=100, batch=2,
-                ctrl=Controller(ARM.init, ARM.step, every=every), backend="mujoco", progress=False,
+                ctrl=Controller(ARM.init, _held_step, every=every), backend="mujoco", progress=False,
                 out=tmp_path / "hold.h5")
-    xs, us = _arm_loop(r.x0, 100, every=every)
+    xs, us = _arm_loop(r.x0, 100, every=every, gains=HELD_GAINS)
     assert np.abs(r.x - xs).max() <= 1e-12 and np.abs(r.ctrl - us).max() <= 1e-12
     blocks = r.ctrl.reshape(100 // every, every, 2, 4)
     assert np.array_equal(blocks, np.broadcast_to(blocks[:, :1], blocks.shape))
@@ -262,15 +276,37 @@ def test_reset_episodes_equal_a_hand_written_loop(box_reset):
     assert [(e["start_step"], e["end_step"]) for e in r.episodes(1)] == [(e["start_step"], e["end_step"]) for e in eps]
 
 
-def test_freeze_stops_a_world_at_its_terminal_state():
+def test_freeze_stops_a_world_at_its_terminal_state(tmp_path):
     x0 = _thrown(2)
+    out = tmp_path / "freeze.h5"
     r = rollout(cached_scene("box_on_plane"), "semi_implicit_euler", steps=400, x0=x0,
-                terminate=Termination(stopped), backend="mujoco", progress=False)
+                terminate=Termination(stopped), backend="mujoco", progress=False, out=out)
     xs, rows = _box_loop(x0, 400, reset=False)
     assert np.all(r.status == STATUS_TERMINATED) and r.stats["worlds_failed"] == 0
     assert r.stats["worlds_terminated"] == 2
     assert [int(s) for s in r.status_step] == [row[3] for row in rows]
     assert np.abs(r.x - xs).max() <= 1e-12  # frozen: every later sample is the terminal state
+    with open_rollout(out) as f:
+        for w, row in enumerate(rows):  # a frozen world's episode ends at end_step, not at the run's last sample
+            end = row[3]
+            assert end < 399
+            for eps in (f.episodes(w), r.episodes(w)):
+                (e,) = eps
+                assert (e["start_step"], e["end_step"], e["end"]) == (0, end, "terminated")
+                assert e["x"].shape == (end + 1, x0.shape[1])
+                assert np.array_equal(e["x"], r.x[:end + 1, w]) and e["time"][-1] == r.time[end]
+
+
+def test_freeze_episode_ends_with_the_sample_holding_the_terminal_state(tmp_path):
+    """record_every > 1: the last sample of a frozen episode is the first one at or after end_step."""
+    x0 = _thrown(2)
+    r = rollout(cached_scene("box_on_plane"), "semi_implicit_euler", steps=400, x0=x0, record_every=7,
+                terminate=Termination(stopped), backend="mujoco", progress=False)
+    for w in range(2):
+        (e,) = r.episodes(w)
+        last = (e["samples"][-1] + 1) * 7 - 1  # the step after which the last sample was recorded
+        assert e["end_step"] <= last < e["end_step"] + 7
+        assert len(e["samples"]) < len(r.time)
 
 
 def test_reset_to_draw_uses_a_fresh_perturbation_keyed_by_world_and_episode():

@@ -35,8 +35,10 @@ STEPS, BATCH = 20, 64
 
 def test_humanoid_scene_is_humanoid_scale_and_mjx_accepts_it():
     m = load_scene("humanoid")
-    # 27 DOF: a free root (7 qpos / 6 qvel) and 21 hinges, one motor each, four foot-floor pairs.
-    assert (m.nq, m.nv, m.nu, m.npair) == (28, 27, 21, 4)
+    # 27 DOF: a free root (7 qpos / 6 qvel) and 21 hinges, one motor each; every geom collides (MuJoCo's own
+    # humanoid's contacts), none by explicit pair.
+    assert (m.nq, m.nv, m.nu, m.npair) == (28, 27, 21, 0)
+    assert all(m.geom_contype) and all(m.geom_conaffinity)
     assert m.opt.iterations == 1 and m.opt.ls_iterations == 4  # MJX's own test options, kept
     mjx.put_model(m)
     d = mujoco.MjData(m)

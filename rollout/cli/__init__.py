@@ -12,10 +12,20 @@
 ``app`` builds the parser and runs a command; ``errors`` turns any exception into one paragraph
 (exit status 2); ``xla_log`` drops the known-benign XLA log lines from stderr. A command module has
 ``add_parser(subparsers)`` and imports the library it drives (``engine``, ``h5``, ``verify``,
-``bench``, ``diagnostics``) inside its handler, so ``mjharness --help`` stays light.
+``bench``, ``diagnostics``) inside its handler, so ``mjharness --help`` stays light; ``entry`` is the
+program's entry point (signals handled before anything else is imported).
 """
 
-from .app import build_parser, main
-from .errors import CliError
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from mjharness.integrators import lazy
+
+if TYPE_CHECKING:  # loaded on first use: the program's entry point (``entry``) imports this package first
+    from .app import build_parser, main
+    from .errors import CliError
 
 __all__ = ["main", "build_parser", "CliError"]
+
+__getattr__, __dir__ = lazy.attach(__name__, __file__, __all__)

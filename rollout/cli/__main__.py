@@ -1,7 +1,7 @@
-"""``python -m mjharness.rollout.cli``: the ``mjharness`` program."""
+"""``python -m mjharness.rollout.cli``: the ``mjharness`` program (signals handled first: ``entry``)."""
 
 import sys
 
-from .app import main
+from .entry import main
 
 sys.exit(main())

@@ -22,7 +22,10 @@ def add_parser(sub) -> None:
                                    "difference per field and world, energy and angular-momentum drift; exit 1 "
                                    "when a tolerance is exceeded.")
     p.add_argument("file")
-    p.add_argument("--reference", default="model", help="'model' (default), 'mujoco' or a reference rollout file")
+    p.add_argument("--reference", default=None,
+                   help="'model' (the independent rigid-body model: a single free body), 'mujoco' (MuJoCo C) or a "
+                        "reference rollout file; default: the model where it covers the scene, else MuJoCo C "
+                        "(the choice is printed)")
     p.add_argument("--fields", nargs="+", help="states to compare (layout names, qpos, qvel); default all")
     p.add_argument("--tol", nargs="+", metavar="TOL|FIELD=TOL",
                    help="max allowed |diff| (one value or per field); default: documented tolerances per field "
@@ -64,6 +67,9 @@ def command(args) -> int:
     from mjharness.rollout.h5 import CorruptFileError
     from mjharness.rollout.verify import crosscheck
 
+    if args.reference is None:
+        args.reference, why = default_reference(args.file)
+        print(f"reference: {why}")
     out = args.out or os.path.splitext(args.file)[0] + "-check"
     ref_dt = args.ref_dt if args.ref_dt and args.ref_dt > 0 else None
     try:
@@ -74,6 +80,24 @@ def command(args) -> int:
     print(rep.summary())
     print(f"report: {out}.json" + ("" if args.no_plot else f", {out}.png"))
     return 0 if rep.passed else 1
+
+
+def default_reference(path: str) -> tuple[str, str]:
+    """("model" | "mujoco", why): the independent reference model when it covers the file's scene (a single
+    free body without actuators, contacts with others, ...), else MuJoCo C on the file's own scheme."""
+    from mjharness.rollout.h5 import open_rollout
+    from mjharness.rollout.verify.recorded import CrossCheckError
+    from mjharness.rollout.verify.reference_model import single_free_body
+
+    with open_rollout(path) as f:
+        model = f.model()
+    try:
+        single_free_body(model, path)
+    except CrossCheckError as e:
+        reason = str(e).partition("scene is not one: ")[2].partition(". Give")[0] or str(e)
+        return "mujoco", (f"MuJoCo C (--reference mujoco), since the independent rigid-body model covers a single "
+                          f"free body and this scene is not one: {reason}")
+    return "model", "the independent rigid-body model (--reference model): the scene is a single free body"
 
 
 def _crosscheck(crosscheck, args, out, ref_dt):

@@ -16,13 +16,14 @@ model compiles.
 
 from __future__ import annotations
 
+import functools
 import json
-
-import mujoco
+from typing import TYPE_CHECKING
 
 from .common import DEFAULT_SCENE, MJX_MODES, QUATERNION_UPDATES, print_layout, scene_label
 
-_OBJ = mujoco.mjtObj
+if TYPE_CHECKING:  # MuJoCo loads when the command runs, not with the parser (mjharness --help stays light)
+    import mujoco
 
 
 def add_parser(sub) -> None:
@@ -40,10 +41,15 @@ def add_parser(sub) -> None:
     p.add_argument("--unsupported-contacts", choices=("refuse", "exclude"), default="refuse",
                    help="as for run: exclude drops exactly the geom pairs MJX cannot collide")
     p.add_argument("--quaternion-update", choices=QUATERNION_UPDATES, default="quaternion")
+    p.add_argument("--measure", action="store_true",
+                   help="also measure the known MJX physics differences on the scene's own state (mjx.forward vs "
+                        "mj_forward qacc; compiles mjx.forward once: seconds to a minute)")
     p.set_defaults(func=command, subject=lambda args: f"scene {scene_label(args.scene)!r}")
 
 
 def _name(m, obj, i: int, prefix: str) -> str:
+    import mujoco
+
     return mujoco.mj_id2name(m, obj, int(i)) or f"{prefix}{int(i)}"
 
 
@@ -58,19 +64,27 @@ def sensors(m: mujoco.MjModel) -> list[dict]:
     return [{k: r[k] for k in ("name", "type", "object", "adr", "dim")} for r in sensor_table(m)]
 
 
-_TRN_OBJ = {mujoco.mjtTrn.mjTRN_JOINT: (_OBJ.mjOBJ_JOINT, "joint"), mujoco.mjtTrn.mjTRN_JOINTINPARENT:
-            (_OBJ.mjOBJ_JOINT, "joint"), mujoco.mjtTrn.mjTRN_TENDON: (_OBJ.mjOBJ_TENDON, "tendon"),
-            mujoco.mjtTrn.mjTRN_SITE: (_OBJ.mjOBJ_SITE, "site"), mujoco.mjtTrn.mjTRN_BODY: (_OBJ.mjOBJ_BODY, "body"),
-            mujoco.mjtTrn.mjTRN_SLIDERCRANK: (_OBJ.mjOBJ_SITE, "site")}
+@functools.cache
+def _trn_obj() -> dict:
+    """Transmission type -> (object type of its target, word)."""
+    import mujoco
+
+    obj, trn = mujoco.mjtObj, mujoco.mjtTrn
+    return {trn.mjTRN_JOINT: (obj.mjOBJ_JOINT, "joint"), trn.mjTRN_JOINTINPARENT: (obj.mjOBJ_JOINT, "joint"),
+            trn.mjTRN_TENDON: (obj.mjOBJ_TENDON, "tendon"), trn.mjTRN_SITE: (obj.mjOBJ_SITE, "site"),
+            trn.mjTRN_BODY: (obj.mjOBJ_BODY, "body"), trn.mjTRN_SLIDERCRANK: (obj.mjOBJ_SITE, "site")}
 
 
 def actuators(m: mujoco.MjModel) -> list[dict]:
     """name, transmission target (``joint:elbow``), dynamics/gain/bias types, ctrl range (None if unlimited)."""
+    import mujoco
+
+    objs = mujoco.mjtObj
     rows = []
     for i in range(m.nu):
-        obj, kind = _TRN_OBJ.get(mujoco.mjtTrn(int(m.actuator_trntype[i])), (None, "?"))
+        obj, kind = _trn_obj().get(mujoco.mjtTrn(int(m.actuator_trntype[i])), (None, "?"))
         target = _name(m, obj, m.actuator_trnid[i, 0], kind) if obj is not None else "?"
-        rows.append(dict(name=_name(m, _OBJ.mjOBJ_ACTUATOR, i, "actuator"), target=f"{kind}:{target}",
+        rows.append(dict(name=_name(m, objs.mjOBJ_ACTUATOR, i, "actuator"), target=f"{kind}:{target}",
                          dyn=_enum(mujoco.mjtDyn, m.actuator_dyntype[i], "mjDYN_"),
                          gain=_enum(mujoco.mjtGain, m.actuator_gaintype[i], "mjGAIN_"),
                          bias=_enum(mujoco.mjtBias, m.actuator_biastype[i], "mjBIAS_"),
@@ -79,12 +93,18 @@ def actuators(m: mujoco.MjModel) -> list[dict]:
 
 
 def sites(m: mujoco.MjModel) -> list[dict]:
-    return [dict(name=_name(m, _OBJ.mjOBJ_SITE, i, "site"), body=_name(m, _OBJ.mjOBJ_BODY, m.site_bodyid[i], "body"),
+    import mujoco
+
+    objs = mujoco.mjtObj
+    return [dict(name=_name(m, objs.mjOBJ_SITE, i, "site"), body=_name(m, objs.mjOBJ_BODY, m.site_bodyid[i], "body"),
                  type=_enum(mujoco.mjtGeom, m.site_type[i], "mjGEOM_")) for i in range(m.nsite)]
 
 
 def cameras(m: mujoco.MjModel) -> list[dict]:
-    return [dict(name=_name(m, _OBJ.mjOBJ_CAMERA, i, "camera"), body=_name(m, _OBJ.mjOBJ_BODY, m.cam_bodyid[i], "body"),
+    import mujoco
+
+    objs = mujoco.mjtObj
+    return [dict(name=_name(m, objs.mjOBJ_CAMERA, i, "camera"), body=_name(m, objs.mjOBJ_BODY, m.cam_bodyid[i], "body"),
                  mode=_enum(mujoco.mjtCamLight, m.cam_mode[i], "mjCAMLIGHT_")) for i in range(m.ncam)]
 
 
@@ -143,7 +163,8 @@ def command(args) -> int:
                    refused=None if refusal is None else str(refusal))
         if scene is not None:
             out.update(backend=scene.backend, integrator=_own_integrator(scene),
-                       timestep=float(model.opt.timestep), compat_log=list(scene.compat_log))
+                       timestep=float(model.opt.timestep), compat_log=list(scene.compat_log),
+                       mjx_physics=_physics(model, args))
         print(json.dumps(out, indent=1, default=str))
     else:
         print(f"{scene_label(args.scene)}: nq={model.nq} nv={model.nv} nu={model.nu} na={model.na} "
@@ -153,9 +174,21 @@ def command(args) -> int:
         print(format_topology(topo))
         if scene is not None:
             _print_states(scene, rows)
+            from mjharness.scenes.mjx_physics import format_differences
+
+            print("  " + format_differences(_physics(model, args)).replace("\n", "\n  "))
     if refusal is not None:
         raise refusal  # exit 2 with run's message (the CLI's error handler prints it)
     return 0
+
+
+def _physics(model, args) -> list[dict]:
+    """The known MJX physics differences of the scene (``scenes/mjx_physics.py``), measured with --measure."""
+    from mjharness.scenes.mjx_physics import flagged_pairs, known_differences, measure
+
+    if not flagged_pairs(model):
+        return []
+    return known_differences(model, measure(model) if args.measure else None)
 
 
 def _print_states(scene, rows) -> None:

@@ -14,9 +14,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 
-from mjharness.adapters.backends import AUTO, BACKEND_NAMES, BACKENDS, requested
-
-from .common import DEFAULT_SCENE, MJX_MODES, QUATERNION_UPDATES
+from .common import AUTO, BACKEND_NAMES, BACKEND_SUMMARIES, DEFAULT_SCENE, MJX_MODES, QUATERNION_UPDATES
 from .errors import CliError
 
 DEFAULT_OUT = "rollout.h5"
@@ -46,7 +44,7 @@ class Option:
 
 
 def _backend_help() -> str:
-    rows = "; ".join(f"{name}: {b.summary}" for name, b in BACKENDS.items())
+    rows = "; ".join(f"{name}: {summary}" for name, summary in BACKEND_SUMMARIES.items())
     return (f"dynamics backend (default {AUTO}: MJX on a GPU/TPU, MuJoCo C on CPU unless the run needs an "
             f"MJX-only capability; a resume keeps the file's). {rows}")
 
@@ -155,14 +153,74 @@ def forward_argv(args) -> list[str]:
     return argv
 
 
+# Integer options and their least value (what rollout() would refuse after the scene loads).
+_AT_LEAST = {"steps": 1, "batch": 1, "record_every": 1, "chunk": 1, "devices": 1, "local_processes": 1, "seed": 0}
+
+
 def check_args(args) -> None:
-    """What argparse cannot check (before anything is loaded)."""
+    """Every option value, the output folder, the randomize and --param specs and the files named: before the
+    scene loads or anything is printed, compiled or written (one ``CliError`` naming the option)."""
+    for name, least in _AT_LEAST.items():
+        v = getattr(args, name, None)
+        if v is not None and v < least:
+            raise CliError(f"--{name.replace('_', '-')} must be >= {least}, got {v}")
     if args.dt is not None and not (math.isfinite(args.dt) and args.dt > 0):
         raise CliError(f"--dt must be > 0, got {args.dt}")
-    for name in ("perturb", "perturb_qpos"):
+    for name in ("perturb", "perturb_qpos", "watchdog_s"):
         v = getattr(args, name)
-        if not (math.isfinite(v) and v >= 0):
+        if v is not None and not (math.isfinite(v) and v >= 0):
             raise CliError(f"--{name.replace('_', '-')} must be a finite number >= 0, got {v}")
+    if args.resume:
+        if not os.path.isfile(args.resume):
+            raise CliError(f"--resume {args.resume}: no such file")
+        if args.out and os.path.abspath(args.out) != os.path.abspath(args.resume):
+            raise CliError(f"--resume {args.resume} continues that file; --out {args.out} names another (drop --out)")
+    elif args.out is not None:
+        check_out(args.out, args.overwrite)
+    check_randomize(parse_randomize(args.randomize))
+    parse_params(args.param)
+    for flag, arg in (("--controller", args.controller), ("--terminate", args.terminate)):
+        if arg:
+            path = object_path(arg, flag)
+            if _bundled_example(path) is None and not os.path.isfile(path):
+                raise CliError(f"{flag} {arg}: no such file {path!r} (bundled examples: `mjharness examples`)")
+    if args.ctrl and not args.ctrl.startswith("key:") and not os.path.isfile(args.ctrl):
+        raise CliError(f"--ctrl {args.ctrl}: no such file")
+    if args.reset_to and not (args.reset_to in ("x0", "draw") or args.reset_to.startswith("key:")):
+        raise CliError(f"--reset-to {args.reset_to}: give x0, draw or key:NAME (a keyframe)")
+    for flag, value in (("--on-terminate", args.on_terminate == "reset" and "reset"), ("--reset-to", args.reset_to)):
+        if value and not (args.terminate or args.resume):
+            raise CliError(f"{flag} {value}: needs --terminate FILE.py:NAME (the rule that ends an episode)")
+
+
+def check_out(out: str, overwrite: bool) -> None:
+    """``--out``: an HDF5 file name in a folder that exists and takes files; an existing file only with
+    --overwrite."""
+    from .common import check_folder
+
+    if not out.lower().endswith((".h5", ".hdf5")):
+        raise CliError(f"--out {out}: give an HDF5 file name ending in .h5 (or .hdf5)")
+    check_folder(out, "--out")
+    if os.path.exists(out) and not overwrite:
+        raise CliError(f"--out {out} exists: add --overwrite to replace it, or `mjharness run --resume {out}` to "
+                       f"continue it")
+
+
+def check_randomize(spec: dict | None) -> None:
+    """Each ``--randomize KEY=DIST``: KEY's syntax and DIST parsed (no model needed; the names are checked when
+    the scene loads)."""
+    if not spec:
+        return
+    from mjharness.rollout.engine.randomize import KEY_SYNTAX, parse_dist
+
+    for key, dist in spec.items():
+        if KEY_SYNTAX.match(key) is None:
+            raise CliError(f"--randomize {key}={dist}: {key!r} is not FIELD[:NAME][[i]] (e.g. body_mass:torso, "
+                           f"geom_friction:floor[0])")
+        try:
+            parse_dist(key, dist)
+        except ValueError as e:
+            raise CliError(f"--randomize {key}={dist}: {str(e).split(': ', 1)[-1]}") from None
 
 
 def next_free(path: str) -> str:
@@ -179,6 +237,7 @@ def next_free(path: str) -> str:
 def resume_settings(args, source: str) -> dict:
     """Unset options from the file being resumed, read from ``source`` (the file, or a shard of it):
     scene, integrator, dt, steps, record_every, seed, chunk, quaternion policy, backend, outputs."""
+    from mjharness.adapters.backends import requested
     from mjharness.integrators import ContractError, resolve_integrator
     from mjharness.rollout.h5 import open_rollout
 
@@ -204,6 +263,8 @@ def resume_settings(args, source: str) -> dict:
                 quaternion_update=args.quaternion_update or a.get("quaternion_update") or "quaternion",
                 chunk=args.chunk or a.get("chunk") or DEFAULTS["chunk"],
                 backend=requested((a.get("backend") or AUTO, f"--resume {args.resume}"), (args.backend, "--backend")),
+                backend_reason=(f"the file's: {a['backend_reason']}" if a.get("backend_reason") and args.backend == AUTO
+                                else None),
                 outputs=outputs,
                 output_semantics=a.get("output_semantics") or args.output_semantics,
                 dtype=args.dtype or {True: "float64", False: "float32"}.get(a.get("x64")),
@@ -248,6 +309,21 @@ def rollout_kwargs(args, s: dict) -> dict:
               progress=not args.no_progress, keep=False, randomize=parse_randomize(args.randomize),
               on_terminate=s["on_terminate"], reset_to=s["reset_to"])
     return kw
+
+
+def cli_spelling(message: str) -> str:
+    """A ``rollout()`` message in the command line's words: ``resume='f.h5'`` -> ``--resume f.h5``,
+    ``steps=20000`` -> ``--steps 20000``, ``overwrite=True`` -> ``--overwrite``, for every option of the table."""
+    import re
+
+    flags = {o.rollout or o.dest: o.flag for o in RUN_OPTIONS}
+    flags.update(resume="--resume", out="--out", steps="--steps", batch="--batch", dt="--dt", seed="--seed",
+                 record_every="--record-every", chunk="--chunk", integrator="--integrator")
+    names = "|".join(sorted(map(re.escape, flags), key=len, reverse=True))
+    message = re.sub(rf"\b({names})=True\b", lambda m: flags[m.group(1)], message)
+    message = re.sub(rf"\b({names})='([^']*)'", lambda m: f"{flags[m.group(1)]} {m.group(2)}", message)
+    message = re.sub(rf"(?<![\w.-])({names})=(?!=)", lambda m: f"{flags[m.group(1)]} ", message)
+    return message.replace(" (CLI: --overwrite)", "").replace("--overwrite (CLI: --overwrite)", "--overwrite")
 
 
 # -- controls and parameter sweeps from the command line ---------------------------------------------------
@@ -346,14 +422,48 @@ def param_arrays(params, scene) -> dict:
 
 # -- a controller / termination rule from a Python file (--controller, --terminate) -------------------------
 
-def load_object(arg: str, flag: str):
-    """The object ``NAME`` of ``FILE.py:NAME``, the file imported as module ``mjharness_user.<stem>`` (a stable
-    name: a resumed run's file attributes name the same function)."""
-    import importlib.util
+def _bundled_example(name: str) -> str | None:
+    """The file of bundled example ``name`` (``arm_reach``), or None: a name without a folder or ``.py``."""
+    if os.sep in name or "/" in name or name.endswith(".py"):
+        return None
+    from importlib import resources
 
+    try:
+        path = resources.files("mjharness.examples") / f"{name}.py"
+    except ModuleNotFoundError:
+        return None
+    return str(path) if path.is_file() else None
+
+
+def bundled_examples() -> dict[str, str]:
+    """name -> file of every example that ships with the package (``mjharness examples``)."""
+    from importlib import resources
+
+    try:
+        root = resources.files("mjharness.examples")
+    except ModuleNotFoundError:  # an install from before the examples shipped (editable: its path map is old)
+        raise CliError("the bundled examples are not installed with this mjharness: reinstall it "
+                       "(pip install -e . in a checkout)") from None
+    return {p.name[:-3]: str(p) for p in sorted(root.iterdir(), key=lambda p: p.name)
+            if p.name.endswith(".py") and not p.name.startswith("_")}
+
+
+def object_path(arg: str, flag: str) -> str:
+    """The file of ``FILE.py:NAME`` or of a bundled example ``EXAMPLE:NAME`` (as given: not resolved)."""
     path, sep, name = arg.rpartition(":")
     if not sep or not path or not name:
-        raise CliError(f"{flag} {arg}: expected FILE.py:NAME")
+        raise CliError(f"{flag} {arg}: expected FILE.py:NAME or EXAMPLE:NAME (a bundled example: `mjharness "
+                       f"examples`)")
+    return path
+
+
+def load_object(arg: str, flag: str):
+    """The object ``NAME`` of ``FILE.py:NAME`` (or of a bundled example, ``arm_reach:make``), the file imported as
+    module ``mjharness_user.<stem>`` (a stable name: a resumed run's file attributes name the same function)."""
+    import importlib.util
+
+    path, name = object_path(arg, flag), arg.rpartition(":")[2]
+    path = _bundled_example(path) or path
     if not os.path.isfile(path):
         raise CliError(f"{flag} {arg}: no such file {path!r}")
     mod_name = f"mjharness_user.{os.path.splitext(os.path.basename(path))[0]}"

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-
-import mujoco
-import numpy as np
+from typing import TYPE_CHECKING
 
 from .errors import CliError
+
+if TYPE_CHECKING:  # NumPy and MuJoCo load when a plot is made, not with the parser (mjharness --help)
+    import numpy as np
 
 MAX_PLOTTED_WORLDS = 8   # default worlds drawn one line each
 LEGEND_COLUMNS = 6
@@ -39,11 +40,11 @@ STATE_KINDS = {
     "pos": ("m", ("x", "y", "z")), "quat": ("1", ("w", "x", "y", "z")), "vel": ("m/s", ("x", "y", "z")),
     "angvel": ("rad/s", ("x", "y", "z")),
 }
-JOINT_UNITS = {  # (joint type, "qpos" | "qvel") -> (unit, component names or None for the joint's name)
-    (mujoco.mjtJoint.mjJNT_HINGE, "qpos"): ("rad", None), (mujoco.mjtJoint.mjJNT_HINGE, "qvel"): ("rad/s", None),
-    (mujoco.mjtJoint.mjJNT_SLIDE, "qpos"): ("m", None), (mujoco.mjtJoint.mjJNT_SLIDE, "qvel"): ("m/s", None),
-    (mujoco.mjtJoint.mjJNT_BALL, "qpos"): ("1", ("w", "x", "y", "z")),
-    (mujoco.mjtJoint.mjJNT_BALL, "qvel"): ("rad/s", ("x", "y", "z")),
+JOINT_UNITS = {  # (mjtJoint name, "qpos" | "qvel") -> (unit, component names or None for the joint's name)
+    ("mjJNT_HINGE", "qpos"): ("rad", None), ("mjJNT_HINGE", "qvel"): ("rad/s", None),
+    ("mjJNT_SLIDE", "qpos"): ("m", None), ("mjJNT_SLIDE", "qvel"): ("m/s", None),
+    ("mjJNT_BALL", "qpos"): ("1", ("w", "x", "y", "z")),
+    ("mjJNT_BALL", "qvel"): ("rad/s", ("x", "y", "z")),
 }
 
 
@@ -82,12 +83,14 @@ def _components(labels, n: int, fallback: str) -> tuple:
 
 
 def _state_series(f, model, name: str) -> Series:
+    import mujoco
+
     v = _flat(f.state(name))  # KeyError naming the state and the layout: a user error
     joint, _, kind = name.rpartition("/")
     unit, comps = STATE_KINDS.get(kind, ("", None))
     j = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, joint) if model is not None and joint else -1
     if kind in ("qpos", "qvel") and j >= 0:
-        unit, comps = JOINT_UNITS.get((mujoco.mjtJoint(int(model.jnt_type[j])), kind), ("", None))
+        unit, comps = JOINT_UNITS.get((mujoco.mjtJoint(int(model.jnt_type[j])).name, kind), ("", None))
     return Series(name, v, _components(comps or (), v.shape[2], joint or name), unit)
 
 
@@ -103,6 +106,8 @@ def _segment_series(f, model, name: str) -> Series:
 
 def _joint_labels(model, name: str) -> list:
     """``joint`` or ``joint[i]`` per qpos (or qvel) coordinate, in MuJoCo order."""
+    import mujoco
+
     if model is None or name not in ("qpos", "qvel"):
         return []
     adr, n = (model.jnt_qposadr, model.nq) if name == "qpos" else (model.jnt_dofadr, model.nv)
@@ -129,6 +134,9 @@ def _sensor_series(f, name: str) -> Series:
 
 def _pair_names(ds, model) -> list:
     """Contact pairs by geom names (``floor–ball``); the file stores geom ids in ``pair_geom``."""
+    import mujoco
+    import numpy as np
+
     from mjharness.rollout.h5.format import array_attr
 
     pairs = array_attr(ds, "pair_geom")
@@ -177,6 +185,9 @@ def contact_series(f, model=None) -> tuple[Series, Series]:
     the pairs seen in any valid slot): contacts per pair (and ``ncon``, all contacts: more than the pairs
     when slots overflowed) and the pair's force magnitude, the sum over its contacts of |(normal, tangent1,
     tangent2)| in N."""
+    import mujoco
+    import numpy as np
+
     from mjharness.adapters.contacts import COL, FORCE
 
     name = f.contacts_output()
@@ -196,6 +207,25 @@ def contact_series(f, model=None) -> tuple[Series, Series]:
     ncon = f.output(f"{name}_ncon")[..., :1]
     return (Series(f"{name}: contacts per pair", np.concatenate([count, ncon], axis=-1), labels + ("ncon",), "1"),
             Series(f"{name}: |force| per pair", force, labels, "N"))
+
+
+def plot_names(f) -> dict[str, list[str]]:
+    """What ``--plot`` accepts for the open file ``f``, by kind (the lists an error names)."""
+    return {"states": [_text(r["name"]) for r in f.layout_table], "segments": ["qpos", "qvel", "x"],
+            "outputs": list(f.output_names), "sensors": [f"sensor:{r['name']}" for r in f.sensors]}
+
+
+def check_names(f, names) -> None:
+    """Refuse a ``--plot`` name the file does not hold (before anything is printed or drawn), naming what it
+    holds: the states, the qpos/qvel/x segments, the recorded outputs (``<output>`` or ``<output>:<object>``) and
+    the sensors."""
+    known = plot_names(f)
+    flat = {n for group in known.values() for n in group}
+    for name in names:
+        if name in flat or name.split(":")[0] in known["outputs"]:
+            continue
+        held = "; ".join(f"{kind}: {', '.join(group)}" for kind, group in known.items() if group)
+        raise CliError(f"--plot {name!r}: {f.path} has no such state or output ({held})")
 
 
 def panels(f, name: str, model=None) -> tuple:
@@ -242,6 +272,8 @@ def _draw_lines(ax, t, s: Series, worlds, colors) -> None:
 
 
 def _draw_band(ax, t, s: Series, worlds, colors) -> None:
+    import numpy as np
+
     v = s.values[:, worlds, :]
     mean, std = np.nanmean(v, axis=1), np.nanstd(v, axis=1)
     for c in range(v.shape[2]):

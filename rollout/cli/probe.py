@@ -11,8 +11,6 @@ Exit status 1 when a world raised a MuJoCo C contact- or constraint-full warning
 
 from __future__ import annotations
 
-import numpy as np
-
 from .common import DEFAULT_SCENE, scene_label
 
 
@@ -75,4 +73,6 @@ def command(args) -> int:
                              perturb_qpos=args.perturb_qpos, headroom=args.headroom)
     print(f"mjharness probe: {scene_label(args.scene)}, {args.batch} worlds x {args.steps} steps (MuJoCo C)")
     print("\n".join(report(peaks, advice, args.worlds_shown)))
+    import numpy as np
+
     return int(np.any(peaks["contactfull"]) or np.any(peaks["cnstrfull"]))

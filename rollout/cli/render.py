@@ -11,7 +11,11 @@ from __future__ import annotations
 
 import os
 
-from mjharness.rollout.rendering import DEFAULT_FPS, DEFAULT_SHEET_TIMES, DEFAULT_SIZE, LAYOUTS
+from .common import RENDER_DEFAULTS, check_folder, import_mujoco
+from .errors import CliError
+
+DEFAULT_SIZE, DEFAULT_FPS = RENDER_DEFAULTS["size"], RENDER_DEFAULTS["fps"]
+DEFAULT_SHEET_TIMES, LAYOUTS = RENDER_DEFAULTS["sheet_times"], RENDER_DEFAULTS["layouts"]
 
 
 def add_parser(sub) -> None:
@@ -38,9 +42,17 @@ def add_parser(sub) -> None:
 
 
 def command(args) -> int:
+    out = args.out or os.path.splitext(args.file)[0] + ".mp4"
+    if not os.path.isfile(args.file):
+        raise CliError(f"{args.file}: no such file")
+    ext = os.path.splitext(out)[1].lower()
+    if ext not in RENDER_DEFAULTS["outputs"]:
+        raise CliError(f"--out {out}: unsupported extension {ext!r}; use one of "
+                       f"{', '.join(RENDER_DEFAULTS['outputs'])} (.png writes a contact sheet)")
+    check_folder(out, "--out")  # before a frame is drawn: a missing folder used to fail after all of them
+    import_mujoco(args)
     from mjharness.rollout.rendering import render
 
-    out = args.out or os.path.splitext(args.file)[0] + ".mp4"
     path = render(args.file, out, worlds=args.worlds, layout=args.layout, camera=args.camera, size=args.size,
                   fps=args.fps, speed=args.speed, time=args.time, sheet=args.sheet, progress=not args.no_progress)
     print(f"render: {path}")

@@ -16,19 +16,15 @@ from __future__ import annotations
 
 import sys
 
-import numpy as np
-
-from mjharness.integrators.status import failed
-from mjharness.rollout.bench.report import format_bytes
-
 from . import launch
-from .common import DEFAULT_SCENE, scene_label
+from .common import DEFAULT_SCENE, import_mujoco, scene_label
 from .errors import CliError
 from .options import (
     DEFAULT_OUT,
     DEFAULTS,
     add_run_options,
     check_args,
+    cli_spelling,
     fresh_settings,
     load_controller,
     load_ctrl,
@@ -75,14 +71,16 @@ def _file_batch(path) -> int:
 
 
 def command(args) -> int:
-    from mjharness.integrators import integrator_names
-    from mjharness.rollout.engine import rollout
-    from mjharness.rollout.engine.plan import needs_sensors, resolve_run_scene, run_needs
-
     if args.list_integrators:
+        from mjharness.integrators import integrator_names
+
         print("\n".join(integrator_names()))
         return 0
-    check_args(args)
+    check_args(args)  # every option, file and spec, before JAX, MJX or the scene load (a second or more)
+    import_mujoco(args)
+    from mjharness.rollout.engine import RolloutError, rollout
+    from mjharness.rollout.engine.plan import needs_sensors, resolve_run_scene, run_needs
+
     if args.local_processes:
         return launch.launch_local(args)
     process = launch.initialize() if args.distributed else None  # (k, n): this process is one of n
@@ -108,6 +106,9 @@ def command(args) -> int:
                                    backend=kw["backend"], needs=run_needs(dict(params), kw["outputs"], kw["randomize"]),
                                    unsupported_contacts=args.unsupported_contacts,
                                    need_sensors=needs_sensors(kw["outputs"]) or bool(args.controller or args.terminate))
+    why = s.get("backend_reason") or why
+    if hasattr(scene, "backend_note"):  # the file records why, not "asked for" (the CLI resolved the scene itself)
+        scene.backend_note = why
     if params:
         kw["model_params"] = param_arrays(params, scene)
     if args.ctrl and args.controller:
@@ -121,7 +122,10 @@ def command(args) -> int:
         kw["terminate"] = load_terminate(args.terminate)
     if process is None or process[0] == 0:
         print(_header(s, scene, why, process), file=sys.stderr)
-    r = rollout(scene, s["integrator"], **kw)
+    try:
+        r = rollout(scene, s["integrator"], **kw)
+    except RolloutError as e:  # the run specification's words are Python's: say them as the command line does
+        raise CliError(cli_spelling(str(e))) from None
     if process is None:
         _summary(r)
     else:
@@ -130,7 +134,10 @@ def command(args) -> int:
 
 
 def _summary(r) -> None:
-    from mjharness.integrators.status import status_name
+    import numpy as np
+
+    from mjharness.integrators.status import failed, status_name
+    from mjharness.rollout.bench.report import format_bytes
 
     st, B = r.stats, len(r.status)
     which = ""

@@ -11,7 +11,7 @@ import json
 import os
 
 from . import plots
-from .common import print_layout
+from .common import check_folder, import_mujoco, print_layout
 from .rerun import rerun_lines
 from .summary import episode_lines, flagged_lines
 
@@ -89,6 +89,12 @@ def command(args) -> int:
     from mjharness.rollout.h5 import open_rollout
 
     with open_rollout(args.file) as f:
+        if args.plot:  # every --plot argument checked before anything is printed
+            plots.check_names(f, args.plot)
+            plots.parse_worlds(args.worlds, f.batch)
+            png = args.png or os.path.splitext(args.file)[0] + ".png"
+            check_folder(png, "--png")
+        import_mujoco(args)
         a = f.attrs
         print(f"{args.file}: {f.samples} of {f.h5['x'].shape[0]} samples, "
               f"{'complete' if f.complete else 'INCOMPLETE (complete=False)'}")
@@ -115,7 +121,6 @@ def command(args) -> int:
         for line in rerun_lines(f):
             print(line)
         if args.plot:
-            png = args.png or os.path.splitext(args.file)[0] + ".png"
             plots.write_png(f, args.plot, png, plots.parse_worlds(args.worlds, f.batch), args.band)
             print(f"plot: {png}")
     return 0

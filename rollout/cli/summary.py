@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 from mjharness.integrators import STATUS_TERMINATED
 
 
@@ -35,5 +33,6 @@ def episode_lines(path) -> list[str]:
             return [f"  terminated: {frozen} world(s) (on_terminate=freeze)"]
         ends = f.episode_table()
     done = [e for e in ends if e["end"] == "terminated"]
-    mean = f", mean length {np.mean([e['end_step'] - e['start_step'] + 1 for e in done]):.0f} steps" if done else ""
+    lengths = [e['end_step'] - e['start_step'] + 1 for e in done]
+    mean = f", mean length {sum(lengths) / len(lengths):.0f} steps" if done else ""
     return [f"  episodes: {len(ends)} ({len(done)} terminated{mean}); open_rollout(file).episodes(world)"]

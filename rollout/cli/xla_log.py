@@ -1,6 +1,28 @@
 """The CLI's name for the XLA log filter, which lives in ``mjharness.scenes.xla_log`` so that importing
-``mjharness.adapters`` or ``mjharness.rollout`` installs it for library users too (see its docstring)."""
+``mjharness.adapters`` or ``mjharness.rollout`` installs it for library users too (see its docstring).
+Its names load on first use: importing ``mjharness.scenes`` loads MuJoCo, which ``mjharness --help`` does not need."""
 
-from mjharness.scenes.xla_log import BENIGN, ENV_VAR, drop_benign, install, is_benign, uninstall
+from __future__ import annotations
 
-__all__ = ["BENIGN", "is_benign", "drop_benign", "install", "uninstall", "ENV_VAR"]
+import importlib
+import os
+import sys
+
+__all__ = ["BENIGN", "is_benign", "drop_benign", "install", "uninstall", "ENV_VAR"]  # noqa: F822 - __getattr__
+
+ENV_VAR = "MJHARNESS_XLA_LOG"  # scenes.xla_log.ENV_VAR (tests/test_cli_second_hour.py checks they agree)
+_MODULE = "mjharness.scenes.xla_log"
+
+
+def uninstall() -> None:
+    """Every XLA line (``--debug``): the filter off now, and not installed later, when importing the engine
+    configures the process (the CLI imports it after this runs)."""
+    os.environ[ENV_VAR] = "all"
+    if _MODULE in sys.modules:
+        sys.modules[_MODULE].uninstall()
+
+
+def __getattr__(name: str):
+    if name not in __all__:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(_MODULE), name)

@@ -17,6 +17,11 @@ above is idle). So a long but busy CPU chunk never trips the guard, and the time
 the silence. On accelerators the host waits idle while the device works, so there ``timeout_s``
 bounds the whole device call: size it above the longest chunk.
 
+An interrupt (``KeyboardInterrupt``: Ctrl-C, or SIGTERM as the CLI maps it) that reaches the caller while
+the worker runs is held until the call returns, then raised: unwinding at once would leave the worker
+inside MuJoCo C or XLA while the interpreter shuts down, which segfaults (measured: a 256-world MuJoCo C
+run interrupted mid-chunk, 9 of 9 times). The wait is one chunk at most, and a stall still ends it.
+
 ``timeout_s``: the argument, else the env var ``MJHARNESS_WATCHDOG_S``, else 300 s; ``0`` (or
 ``off``) turns the guard off (the call runs directly in the caller's thread).
 """
@@ -171,7 +176,14 @@ def call_with_watchdog(fn, *args, timeout_s: float | None = None, context: dict 
     cpu_then = time.process_time()
     seen = None
     worker.jobs.put((fn, args, kwargs, box, done))
-    while not done.wait(poll):
+    interrupt = None
+    while True:
+        try:
+            if done.wait(poll):
+                break
+        except KeyboardInterrupt as e:  # Ctrl-C / SIGTERM: let the running call finish first (see _drain)
+            interrupt = interrupt or e
+            continue
         now = time.monotonic()
         frame = sys._current_frames().get(worker.thread.ident)
         info = _frame_info(frame)
@@ -181,9 +193,13 @@ def call_with_watchdog(fn, *args, timeout_s: float | None = None, context: dict 
             last_progress = now
         seen, cpu_then = info, cpu_now
         if now - last_progress >= limit:
+            if interrupt is not None:
+                raise interrupt
             raise DeviceStallError(context or {}, limit, now - last_progress, now - start, _where(frame))
     with _IDLE_LOCK:
         _IDLE.append(worker)
+    if interrupt is not None:
+        raise interrupt
     if "err" in box:
         raise box["err"]
     return box["out"]

@@ -8,17 +8,20 @@ the compiled function that advances the batch by one chunk of steps (named pytre
 
 from __future__ import annotations
 
-import jax
+from typing import TYPE_CHECKING
 
-from .distributed import DistributedError, distributed_rollout, initialize
-from .episodes import Controller, Termination
-from .plan import RolloutError, initial_states, integrator_config, make_plan, resolve_scene
-from .results import RolloutResult
-from .run import execute
-from .simulate import simulate
-from .spec import Execution, Loading, Recording, RunSpec, Start, Storage, check_spec
+from mjharness.integrators import lazy
 
-__all__ = ["rollout", "rollout_from_spec", "Controller", "Termination",
+if TYPE_CHECKING:  # loaded on first use (``lazy``): the CLI checks options with ``randomize`` before JAX loads
+    from .distributed import DistributedError, distributed_rollout, initialize
+    from .episodes import Controller, Termination
+    from .plan import RolloutError, initial_states, integrator_config, make_plan, resolve_scene
+    from .results import RolloutResult
+    from .run import execute
+    from .simulate import simulate
+    from .spec import Execution, Loading, Recording, RunSpec, Start, Storage, check_spec
+
+__all__ = ["rollout", "rollout_from_spec", "Controller", "Termination", "make_plan", "execute",
            "RunSpec", "Start", "Recording", "Storage", "Execution", "Loading",
            "check_spec",
            "simulate", "initialize", "distributed_rollout", "DistributedError",
@@ -96,14 +99,25 @@ def rollout(scene, integrator=None, *, dt: float | None = None, steps: int, batc
     ``<out>.p<k>-of-<N>.h5`` and process 0 joins them into ``out`` (``engine.distributed``).
     """
     options = {k: v for k, v in locals().items() if k not in ("scene", "integrator")}
+    from .spec import RunSpec
+
     return rollout_from_spec(scene, integrator, RunSpec.from_options(**options))
 
 
 def rollout_from_spec(scene, integrator, spec: RunSpec) -> RolloutResult:
     """A whole run from its specification (``engine/spec.py``); ``rollout`` is this with keywords."""
+    import jax
+
+    from .distributed import distributed_rollout
+    from .plan import make_plan
+    from .run import execute
+
     if jax.process_count() > 1:  # launched as N processes (jax.distributed.initialize): this one's worlds
         return distributed_rollout(scene, integrator, spec)
     plan = make_plan(scene, integrator, spec)
     st, ex = spec.storage, spec.execution
     return execute(plan, progress=ex.progress, compression=st.compression, watchdog_s=ex.watchdog_s,
                    keep=spec.recording.keep, resume=st.resume is not None)
+
+
+__getattr__, __dir__ = lazy.attach(__name__, __file__, __all__)

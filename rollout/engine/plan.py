@@ -698,6 +698,22 @@ RESUME_MUST_MATCH = ("model_sha256", "integrator", "dt", "record_every", "batch"
 RESUME_EPISODES = ("controller", "terminate", "on_terminate", "reset_to")
 
 
+def _integrator_difference(file_cfg, now_cfg) -> str:
+    """The integrators of a file and of a run by name (and, for the same name, the settings that differ), not
+    as two JSON documents with their Butcher tableaux."""
+    def parse(v):
+        try:
+            return json.loads(v) if isinstance(v, str) else dict(v)
+        except (ValueError, TypeError):
+            return {"name": str(v)}
+
+    f, n = parse(file_cfg), parse(now_cfg)
+    if f.get("name") != n.get("name"):
+        return f"integrator: file {f.get('name')!r}, now {n.get('name')!r}"
+    keys = sorted(k for k in set(f) | set(n) if f.get(k) != n.get(k))
+    return f"integrator {f.get('name')!r}: " + "; ".join(f"{k}: file {f.get(k)!r}, now {n.get(k)!r}" for k in keys)
+
+
 def check_resume(plan: Plan) -> Plan:
     """``plan`` continuing its file: the file must match it; the plan starts after the file's last sample."""
     with h5.open_rollout(plan.out) as f:
@@ -716,7 +732,8 @@ def check_resume(plan: Plan) -> Plan:
         if k == "ctrl" and want["ctrl"].startswith("callable") and str(a.get(k, "")).startswith("callable"):
             continue  # a callable cannot be compared; the caller is trusted to pass the same one
         if k in a and a[k] != want[k] and not (k == "integrator" and _config_subset(a[k], want[k])):
-            bad.append(f"{k}: file {a[k]!r}, now {want[k]!r}")
+            bad.append(_integrator_difference(a[k], want[k]) if k == "integrator" else f"{k}: file {a[k]!r}, now "
+                       f"{want[k]!r}")
     for k in RESUME_EPISODES:
         if not _ep.same_function_config(a.get(k, ""), want.get(k, "")):
             bad.append(f"{k}: file {str(a.get(k, ''))!r}, now {str(want.get(k, ''))!r}")

@@ -54,7 +54,7 @@ REFUSED = (
     ("actuator_acc0", "derived (mj_setConst)"), ("actuator_length0", "derived (mj_setConst)"),
     ("stat.", "derived model statistics"), ("qpos0", "the reference configuration of every derived constant"),
 )
-_KEY = re.compile(r"^\s*([A-Za-z_][\w.]*(?::[^\[\]]+)?)\s*(?:\[\s*(\d+)\s*\])?\s*$")
+KEY_SYNTAX = re.compile(r"^\s*([A-Za-z_][\w.]*(?::[^\[\]]+)?)\s*(?:\[\s*(\d+)\s*\])?\s*$")
 _DIST = re.compile(r"^\s*([*+]?)\s*([a-z]+)\s*\((.*)\)\s*$", re.S)
 
 
@@ -137,12 +137,12 @@ def resolve_target(model: mujoco.MjModel, key, text, member: str | None = None) 
     """KEY and DIST checked against ``model`` (the MuJoCo C model: its names and fields). ``member``: the System
     member whose model ``model`` is (keys then start with ``"<member>."``); "" for a scene's own model; None:
     read from the key (``member_of``: the file summary, which has one model)."""
-    if not isinstance(key, str) or _KEY.match(key) is None:
+    if not isinstance(key, str) or KEY_SYNTAX.match(key) is None:
         raise RolloutError(f"randomize: key {key!r} is not 'field', 'field:name' or either with '[i]' "
                            f"(e.g. 'body_mass:torso', 'geom_friction:floor[0]', 'opt.gravity[2]'; a System's "
                            f"member: 'arm.body_mass:link1')")
     dist = parse_dist(key, text)
-    name, comp = _KEY.match(key).groups()
+    name, comp = KEY_SYNTAX.match(key).groups()
     found = member_of(model, name)
     member = found if member is None else member
     if member and not name.startswith(member + "."):

@@ -24,6 +24,7 @@ from mjharness.scenes import scene_info
 
 from .. import h5
 from . import episodes as _ep
+from . import interrupts
 from .chunk import ChunkInput, ChunkOutput, ChunkStatic, StepConstants, WorldState, compiled_chunk, shardings
 from .plan import Plan
 from .results import RolloutResult
@@ -215,6 +216,7 @@ def _loop(plan: Plan, st: ChunkStatic, compiled, state, chunk_input, *, writer, 
     st_h, sst_h, carry_h = host  # a resumed run that is already complete runs no chunk
     k = plan.start_step
     while k < plan.steps:
+        interrupts.check()  # an interrupt a gc callback swallowed (during loading, compiling, a chunk) ends here
         inp = chunk_input(k)
         out = guard(compiled, state, inp, step=k) if guard is not None else jax.block_until_ready(
             compiled(state, inp))
@@ -318,7 +320,8 @@ def execute(plan: Plan, *, progress, compression, watchdog_s, keep, resume) -> R
     # Only now (inputs checked, function compiled) does anything touch the disk, under the file's writer lock.
     lock = h5.FileLock(plan.out).acquire() if plan.out else None
     try:
-        writer = _open_writer(plan, resume, st.samples, compression)
+        with interrupts.deferred():  # Ctrl-C here leaves a whole (empty, resumable) file, not half of one
+            writer = _open_writer(plan, resume, st.samples, compression)
     except BaseException:
         lock and lock.release()
         raise

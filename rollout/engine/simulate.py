@@ -25,6 +25,7 @@ import jax.numpy as jnp
 
 from mjharness.integrators import ContractError, check_pair
 
+from .announce import compiling
 from .chunk import ChunkInput, ChunkStatic, StepConstants, WorldState, chunk_fn
 from .episodes import Controller
 from .plan import (
@@ -125,7 +126,7 @@ def make_static(**kw) -> ChunkStatic:
 
 def simulate(scene, integrator, x0, *, dt: float | None, steps: int, ctrl=None, model_params: dict | None = None,
              record_every: int = 1, carry: dict | None = None, seed: int = 0, chunk: int | None = None,
-             t0: float = 0.0):
+             t0: float = 0.0, progress: bool = True):
     """Simulate ``x0`` (B, n) for ``steps`` steps of ``dt``: ``(time (T,), xs (T, B, n))``, T = steps // record_every.
 
     Pure and jit-able (``x0``, ``ctrl``, ``model_params`` values and ``carry`` may be tracers; ``scene``,
@@ -138,6 +139,8 @@ def simulate(scene, integrator, x0, *, dt: float | None, steps: int, ctrl=None, 
         e.g. ``{"dof_damping": (nv,), "body_mass": (B, nbody), "opt.gravity": (3,)}``; floating fields only.
     carry: initial carry (name -> (B, *shape) or (*shape)); None = cold (the scene's ``init_carry``).
     chunk: steps per checkpointed chunk (rounded up to a multiple of record_every); default ~sqrt(steps).
+    progress: say on stderr when it is traced and when its compile ends (``engine.announce``; also under the
+        caller's ``jax.jit`` / ``jax.grad``, whose compile can take minutes on a CPU).
     """
     # The run specification's own checks (engine/spec.py); x0, ctrl and model_params may be tracers.
     run = check_spec(RunSpec.from_options(steps=steps, dt=dt, record_every=record_every, seed=seed, chunk=chunk,
@@ -167,6 +170,9 @@ def simulate(scene, integrator, x0, *, dt: float | None, steps: int, ctrl=None, 
                      params=tuple((k, tuple(v.shape[1:])) for k, v in params.items()), carry=spec, samples=S,
                      record_every=record_every, batch=B, n=n, nu=nu_of(scene), devices=(), remat_step=True)
     key = (st, N, C, steps // record_every, float(t0), float(dt), steps, seed)
+    if isinstance(x0, jax.core.Tracer) or key not in _PROGRAMS.get(scene, {}):  # a compile follows
+        compiling(f"simulate: {integ.name}, {steps} steps x {B} world(s) on {getattr(scene, 'backend', 'jax')}",
+                  progress)
     time, xs = _program(scene, key)(x0, u, params, carry)
     return time, xs
 

@@ -53,6 +53,10 @@ def episode_table(episode, episode_start, pending, status, status_step, *, recor
                 end_step, end = steps - 1, "truncated"
             else:
                 end_step, end = T * record_every - 1, "running"
+            if not len(later) and end_step >= 0 and int(status[w]) != 0:
+                # A frozen world (terminated or failed) keeps its last episode index in every later sample: the
+                # episode ends with the first sample at or after end_step (that sample holds its final state).
+                js = js[(js + 1) * record_every - 1 < end_step + record_every]
             rows.append(dict(world=w + world_offset, episode=e, start_step=start, end_step=end_step, end=end,
                              samples=js))
     return rows
