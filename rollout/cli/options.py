@@ -263,8 +263,9 @@ def resume_settings(args, source: str) -> dict:
                 quaternion_update=args.quaternion_update or a.get("quaternion_update") or "quaternion",
                 chunk=args.chunk or a.get("chunk") or DEFAULTS["chunk"],
                 backend=requested((a.get("backend") or AUTO, f"--resume {args.resume}"), (args.backend, "--backend")),
-                backend_reason=(f"the file's: {a['backend_reason']}" if a.get("backend_reason") and args.backend == AUTO
-                                else None),
+                # the file's reason while --backend defers to the file (an explicit --backend is "asked for")
+                backend_reason={AUTO: f"the file's: {a['backend_reason']}" if a.get("backend_reason") else None
+                                }.get(args.backend),
                 outputs=outputs,
                 output_semantics=a.get("output_semantics") or args.output_semantics,
                 dtype=args.dtype or {True: "float64", False: "float32"}.get(a.get("x64")),
