@@ -86,5 +86,6 @@ def engine_peer(name, scene, x0, *, integ, dt, steps, record_every, sample, chai
                                                finite=all(s["worlds_failed"] == 0 for s in stats)))
 
     (first,) = firsts
+    cpu = (lambda: stats[-1]["run_cpu_s"]) if clock == "run_s" else None  # the CPU of what run_s times
     return Peer(name, call, state, warm_s, (first[:, scene.qpos_segment], first[:, scene.qvel_segment]),
-                finish, close)
+                finish, close, cpu)

@@ -30,6 +30,7 @@ class Peer:
     finals: tuple             # (qpos, qvel) after exactly `steps` steps from x0, for the agreement check
     finish: Callable          # (seconds per call, final state) -> result row
     close: Callable = lambda: None
+    cpu: Callable | None = None  # CPU seconds of the last call's timed part (None: the whole call's, measured)
 
 
 def timed(fn: Callable) -> Callable:
@@ -58,8 +59,9 @@ def warm(call: Callable, state, pick=lambda s: s):
 def time_interleaved(peers, *, repeats: int, min_time: float, cpu: dict | None = None) -> dict:
     """Time every peer's calls in rounds (one call of each per round), each until ``repeats`` calls and
     ``min_time`` seconds; a peer that has both sits out the rest. Returns {name: [seconds per call]}.
-    ``cpu``: filled with {name: [CPU seconds of the process (every thread) per whole call]}: a peer that
-    is faster on the wall clock only by keeping more cores busy shows there."""
+    ``cpu``: filled with {name: [CPU seconds of the process (every thread) per call]}, over the part of the
+    call its seconds time (``Peer.cpu``: an engine peer timed by its run's ``run_s`` gives its ``run_cpu_s``):
+    a peer that is faster on the wall clock only by keeping more cores busy shows there."""
     times = {p.name: [] for p in peers}
     cpu = {} if cpu is None else cpu
     cpu.update({p.name: [] for p in peers})
@@ -72,7 +74,7 @@ def time_interleaved(peers, *, repeats: int, min_time: float, cpu: dict | None =
             if needs(p):
                 c = time.process_time()
                 p.state, seconds = p.call(p.state)
-                cpu[p.name].append(time.process_time() - c)
+                cpu[p.name].append(time.process_time() - c if p.cpu is None else p.cpu())
                 times[p.name].append(seconds)
     return times
 

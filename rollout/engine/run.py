@@ -329,7 +329,7 @@ def execute(plan: Plan, *, progress, compression, watchdog_s, keep, resume) -> R
     sink.update(xs=xs_mem, carries=writer is not None)
     guard = _watchdog(watchdog_s, plan.view.name, B)
     bar = _progress(progress and progress != PHASES, plan.steps, plan.start_step)
-    t_run = _time.perf_counter()
+    t_run, c_run = _time.perf_counter(), _time.process_time()
     done = False
     flags: dict = {}
     try:
@@ -349,9 +349,10 @@ def execute(plan: Plan, *, progress, compression, watchdog_s, keep, resume) -> R
                     h5.write_episode_table(plan.out, rows)
         finally:
             lock and lock.release()
-    run_s = _time.perf_counter() - t_run
+    run_s, run_cpu_s = _time.perf_counter() - t_run, _time.process_time() - c_run
     steps_run = plan.steps - plan.start_step
     stats = dict(wall_s=_time.perf_counter() - t_wall, compile_s=compile_s, trace_s=trace_s, run_s=run_s,
+                 run_cpu_s=run_cpu_s,
                  trace_cache=trace_source, steps=steps_run,
                  steps_per_s=steps_run / run_s if run_s > 0 else float("inf"),
                  world_steps_per_s=steps_run * B / run_s if run_s > 0 else float("inf"),
