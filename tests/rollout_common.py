@@ -125,21 +125,42 @@ def flushed_samples(path) -> int:
         return -1
 
 
-def run_and_kill(argv: list, cwd, path, samples: int, limit_s: float = 600):
-    """Start ``mjharness argv`` writing ``path`` and SIGKILL it once ``samples`` are flushed (no timing guess: it
-    waits for the file, up to ``limit_s``). Returns the finished process (returncode -SIGKILL when it was killed)."""
+def run_and_signal(argv: list, cwd, *, sig, samples: int | None = None, phase: str | None = None,
+                   limit_s: float = 600) -> tuple[int, str]:
+    """Start ``mjharness argv`` and send it ``sig`` once its file (``--out`` of argv, relative to ``cwd``) holds
+    ``samples`` flushed samples, or once its stderr shows ``phase`` (no timing guess: it waits for that state, up
+    to ``limit_s``). Returns (returncode, stderr); -sig when the signal killed it."""
     import os
-    import signal
     import subprocess
     import time
 
-    proc = subprocess.Popen(mjharness_cmd() + argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(mjharness_cmd() + argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True)
+    err = []
     try:
         deadline = time.monotonic() + limit_s
-        while flushed_samples(path) < samples and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.01)
+        if phase is not None:
+            for line in proc.stderr:  # the phase lines come before anything is written
+                err.append(line)
+                if phase in line or time.monotonic() > deadline:
+                    break
+        else:
+            path = os.path.join(cwd, argv[argv.index("--out") + 1])
+            while flushed_samples(path) < samples and proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.01)
         if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGKILL)
+            proc.send_signal(sig)
+        err.append(proc.stderr.read())
+        proc.wait(timeout=limit_s)
     finally:
-        proc.wait(timeout=60)
-    return proc
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return proc.returncode, "".join(err)
+
+
+def run_and_kill(argv: list, cwd, samples: int, limit_s: float = 600) -> tuple[int, str]:
+    """``run_and_signal`` with SIGKILL: a run killed once ``samples`` are flushed."""
+    import signal
+
+    return run_and_signal(argv, cwd, sig=signal.SIGKILL, samples=samples, limit_s=limit_s)

@@ -11,11 +11,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
-from rollout_common import flushed_samples, mjharness_cmd
+from rollout_common import mjharness_cmd, run_and_signal
 
 from mjharness.integrators import STATUS_TERMINATED
 from mjharness.rollout import open_rollout, rollout
@@ -24,34 +23,6 @@ from mjharness.rollout.cli.common import BACKEND_NAMES, BACKEND_SUMMARIES
 from mjharness.rollout.cli.options import cli_spelling
 
 DP = ["run", "double_pendulum", "--integrator", "rk4", "--dt", "0.001"]
-
-
-def _signal_when(argv, cwd, *, sig, samples=None, phase=None, limit_s=600):
-    """Start ``mjharness argv``; send ``sig`` once its file holds ``samples`` samples (``--out`` of argv) or once
-    stderr shows ``phase``; returns (returncode, stderr)."""
-    proc = subprocess.Popen(mjharness_cmd() + argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True)
-    err = []
-    try:
-        deadline = time.monotonic() + limit_s
-        if phase is not None:
-            for line in proc.stderr:  # the phase lines come before anything is written
-                err.append(line)
-                if phase in line or time.monotonic() > deadline:
-                    break
-        else:
-            path = os.path.join(cwd, argv[argv.index("--out") + 1])
-            while flushed_samples(path) < samples and proc.poll() is None and time.monotonic() < deadline:
-                time.sleep(0.01)
-        if proc.poll() is None:
-            proc.send_signal(sig)
-        err.append(proc.stderr.read())
-        proc.wait(timeout=limit_s)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    return proc.returncode, "".join(err)
 
 
 def _clean_exit(rc, err, sig):
@@ -65,7 +36,7 @@ def _clean_exit(rc, err, sig):
 def test_signal_mid_run_on_mujoco_c_batch_256_exits_cleanly_and_resumes_bit_identically(tmp_path, sig):
     """Batch 256 on MuJoCo C used to segfault at exit (the watchdog's worker still inside MuJoCo C)."""
     argv = DP + ["--steps", "1200", "--batch", "256", "--backend", "mujoco", "--out", "s.h5", "--no-progress"]
-    rc, err = _signal_when(argv, tmp_path, sig=sig, samples=20)
+    rc, err = run_and_signal(argv, tmp_path, sig=sig, samples=20)
     _clean_exit(rc, err, sig)
     with open_rollout(tmp_path / "s.h5") as f:
         held = f.samples
@@ -83,9 +54,9 @@ def test_signal_mid_run_on_mujoco_c_batch_256_exits_cleanly_and_resumes_bit_iden
 def test_sigterm_while_mjx_compiles_and_sigint_mid_run_on_mjx(tmp_path):
     """MJX, batch 256: SIGTERM during the compile (nothing written), then SIGINT mid-run (the file resumable)."""
     argv = DP + ["--steps", "4000", "--batch", "256", "--backend", "mjx", "--out", "m.h5"]
-    rc, err = _signal_when(argv, tmp_path, sig=signal.SIGTERM, phase="compiling the chunk function")
+    rc, err = run_and_signal(argv, tmp_path, sig=signal.SIGTERM, phase="compiling the chunk function")
     _clean_exit(rc, err, signal.SIGTERM)
-    rc, err = _signal_when(argv + ["--overwrite", "--no-progress"], tmp_path, sig=signal.SIGINT, samples=20)
+    rc, err = run_and_signal(argv + ["--overwrite", "--no-progress"], tmp_path, sig=signal.SIGINT, samples=20)
     _clean_exit(rc, err, signal.SIGINT)
     assert main(["verify", str(tmp_path / "m.h5")]) == 0
 

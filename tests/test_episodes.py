@@ -376,12 +376,12 @@ def test_cli_kill_mid_episode_and_resume_is_bit_identical(tmp_path):
             "--chunk", "250", "--record-every", "5", "--perturb", "1.5", "--terminate", f"{rules}:stopped",
             "--on-terminate", "reset", "--reset-to", "draw", "--backend", "mujoco", "--no-progress"]
     killed, full = tmp_path / "killed.h5", tmp_path / "full.h5"
-    proc = run_and_kill(args + ["--out", str(killed)], tmp_path, killed, 50)
+    rc, _ = run_and_kill(args + ["--out", str(killed)], tmp_path, 50)
     r = subprocess.run(_cmd() + args + ["--out", str(full)], cwd=tmp_path, capture_output=True, text=True,
                        timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "episodes:" in r.stdout
-    if proc.returncode == -signal.SIGKILL:
+    if rc == -signal.SIGKILL:
         with open_rollout(killed) as f:
             assert not f.complete and 0 < f.samples < steps // 5
     r = subprocess.run(_cmd() + ["run", "--resume", str(killed), "--terminate", f"{rules}:stopped", "--no-progress"],
