@@ -234,16 +234,14 @@ def next_free(path: str) -> str:
     return f"{stem}-{i}{ext}"
 
 
-def resume_settings(args, source: str) -> dict:
-    """Unset options from the file being resumed, read from ``source`` (the file, or a shard of it):
+def resume_settings(args, info) -> dict:
+    """Unset options from the file being resumed, as ``h5.read_resume`` read it (the file, or a shard of it):
     scene, integrator, dt, steps, record_every, seed, chunk, quaternion policy, backend, outputs."""
     from mjharness.adapters.backends import requested
     from mjharness.integrators import ContractError, resolve_integrator
-    from mjharness.rollout.h5 import open_rollout
 
-    with open_rollout(source) as f:
-        a = f.attrs
-        scene = args.scene or f.model()  # the model that ran, bit for bit
+    a = info.attrs
+    scene = args.scene or info.model  # the model that ran, bit for bit
     cfg = a.get("integrator") or {}
     name = args.integrator or cfg.get("name")
     try:

@@ -63,13 +63,6 @@ def _header(s: dict, scene, why: str, process) -> str:
             f"record every {s['record_every']}{procs}, backend {scene.backend} ({why})")
 
 
-def _file_batch(path) -> int:
-    from mjharness.rollout.h5 import open_rollout
-
-    with open_rollout(path) as f:
-        return f.batch
-
-
 def command(args) -> int:
     if args.list_integrators:
         from mjharness.integrators import integrator_names
@@ -84,8 +77,12 @@ def command(args) -> int:
     if args.local_processes:
         return launch.launch_local(args)
     process = launch.initialize() if args.distributed else None  # (k, n): this process is one of n
+    info = None
     if args.resume:
-        s = resume_settings(args, launch.resume_source(args.resume, process))
+        from mjharness.rollout.h5 import read_resume
+
+        info = read_resume(launch.resume_source(args.resume, process), model=args.scene is None)  # the one read
+        s = resume_settings(args, info)
     else:
         s = fresh_settings(args, number_out=process is None)
     if s["dtype"]:  # before anything is loaded or traced: MJX models and every array follow it
@@ -100,6 +97,8 @@ def command(args) -> int:
             raise CliError(f"--param gives {n_param} worlds (one per value) but --batch is {args.batch}")
         s["batch"] = n_param
     kw = rollout_kwargs(args, s)
+    if info is not None and process is None:
+        kw["resume"] = info  # the engine takes the file as read here (one open)
     if kw["progress"] and (process is None or process[0] == 0):  # loading can take seconds (MJX's trace check)
         print(f"mjharness run: loading {scene_label(s['label'])}...", file=sys.stderr, flush=True)
     scene, why = resolve_run_scene(s["scene"], mjx=args.mjx, quaternion_update=s["quaternion_update"],
@@ -114,7 +113,7 @@ def command(args) -> int:
     if args.ctrl and args.controller:
         raise CliError("--ctrl and --controller both give the controls: pass one")
     if args.ctrl:
-        batch = kw["batch"] if kw["batch"] is not None else _file_batch(args.resume)
+        batch = kw["batch"] if kw["batch"] is not None else info.batch
         kw["ctrl"] = load_ctrl(args.ctrl, scene.model, batch, kw["steps"])
     if args.controller:
         kw["ctrl"] = load_controller(args.controller, scene.model)
@@ -146,7 +145,7 @@ def _summary(r) -> None:
         which = " (" + "; ".join(f"world {i}: {status_name(r.status[i])} at step {int(r.status_step[i])}"
                                  for i in bad[:5]) + (", ..." if len(bad) > 5 else "") + ")"
     print(f"  worlds: {st['worlds_ok']}/{B} ok, {st['worlds_failed']} failed{which}")
-    for line in episode_lines(r.path):
+    for line in episode_lines(r.path if r._loop_info is not None else None):  # no file read without a loop
         print(line)
     for line in flagged_lines(st.get("flagged", {})):
         print(line)

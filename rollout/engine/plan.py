@@ -76,6 +76,7 @@ class Plan:
     view: SceneView | None = None   # the scene's features the engine reads (scene_view.py)
     episodes: EpisodePlan | None = None  # a controller with state / a termination rule (episodes.py)
     reset: tuple = ()       # (x (B, n) an episode restarts from, cold carry {name: (B, *shape)}) when resetting
+    resume: h5.ResumeInfo | None = None  # the file a resumed run continues, read once (h5/resume.py)
 
 
 # -- resolving the scene and the integrator ------------------------------------------------------
@@ -527,15 +528,15 @@ def check_episodes(scene, start, x0: np.ndarray, carry_spec: tuple, carry0: dict
     return ep, ep.carry_spec(), engine0, reset
 
 
-def _resumed_file(path) -> dict:
-    """What a resume takes from its file, read once: x0, model_params, backend, randomize ({} without resume)."""
-    if path is None:
-        return {"x0": None, "model_params": {}, "backend": None, "randomize": None, "perturb": None}
-    with h5.open_rollout(path) as f:
-        attr = lambda k: h5.decode_attr(f.h5.attrs.get(k)) or None  # noqa: E731
-        perturb = tuple(float(attr(k) or 0.0) for k in ("perturb", "perturb_qpos"))
-        return {"x0": f.x0, "model_params": f.model_params, "backend": attr("backend"), "randomize": attr("randomize"),
-                "perturb": perturb}
+def _resume_info(resume, out, *, keep: bool) -> h5.ResumeInfo | None:
+    """The resumed file read once (None for a fresh run); ``resume`` may already be one (the CLI read it)."""
+    if resume is None:
+        return None
+    if isinstance(resume, h5.ResumeInfo):
+        if keep and resume.prefix is None:
+            return h5.read_resume(resume.path, prefix=True)
+        return resume
+    return h5.read_resume(out, prefix=keep)
 
 
 def draw_params(scene, randomize: dict, seed: int, world_offset: int, B: int, explicit: dict) -> dict:
@@ -598,17 +599,18 @@ def make_plan(scene, integrator, spec: RunSpec, *, world_offset: int = 0, extra_
     ``world_offset``/``extra_attrs``: a process's share of a multi-process run (``engine.distributed``)."""
     spec = check_spec(spec)
     st, rec, ex, ld, start = spec.storage, spec.recording, spec.execution, spec.loading, spec.start
-    steps, record_every, resume = spec.steps, rec.record_every, st.resume
+    steps, record_every = spec.steps, rec.record_every
+    resume = getattr(st.resume, "path", st.resume)  # a path, or an h5.ResumeInfo the caller already read
     chunk = _chunk_steps(ex.chunk, steps, record_every)
     out = _resume_path(resume, st.out) if resume is not None else check_out(st.out, st.overwrite)
     if out is not None:
         h5.check_not_in_use(out)  # a live writer holds it: refused before anything changes (issue 28)
-    resumed = _resumed_file(out if resume is not None else None)
+    info = _resume_info(st.resume, out, keep=rec.keep)
     # A resume continues on the backend that wrote the file (another one is refused).
-    backend = requested((resumed["backend"] or AUTO, f"resume={resume!r}"), (ex.backend, "the run"))
+    backend = requested(((info and info.setting("backend")) or AUTO, f"resume={resume!r}"), (ex.backend, "the run"))
     scene, backend_why = resolve_run_scene(
         scene, mjx=ld.mjx, quaternion_update=ld.quaternion_update, backend=backend,
-        needs=run_needs(start.model_params or resumed["model_params"], rec.outputs, start.randomize),
+        needs=run_needs(start.model_params or (info.model_params if info else {}), rec.outputs, start.randomize),
         unsupported_contacts=ld.unsupported_contacts, need_sensors=needs_sensors(rec.outputs, start.ctrl,
                                                                                start.terminate))
     integ = scene_integrator(scene, integrator)
@@ -623,14 +625,15 @@ def make_plan(scene, integrator, spec: RunSpec, *, world_offset: int = 0, extra_
 
     x0, batch, model_params = start.x0, start.batch, start.model_params
     file_randomize = None
-    if resume is not None:
+    if info is not None:
         if x0 is not None or model_params:
             raise RolloutError("resume takes x0 and model_params from the file; do not pass them")
         if start.carry is not None:
             raise RolloutError("resume takes the carry from the file; do not pass carry")
-        x0, model_params, file_randomize = resumed["x0"], resumed["model_params"], resumed["randomize"]
+        x0, model_params, file_randomize = info.x0, info.model_params, info.raw_attrs.get("randomize") or None
         # the file's initial perturbation: a resumed reset_to="draw" draws with it
-        start = dataclasses.replace(start, perturb=resumed["perturb"][0], perturb_qpos=resumed["perturb"][1])
+        start = dataclasses.replace(start, perturb=float(info.raw_attrs.get("perturb") or 0.0),
+                                    perturb_qpos=float(info.raw_attrs.get("perturb_qpos") or 0.0))
         if batch is not None and batch != x0.shape[0]:
             raise RolloutError(f"resume={resume!r}: the file has batch {x0.shape[0]}, batch={batch} was asked")
         batch = None
@@ -667,8 +670,8 @@ def make_plan(scene, integrator, spec: RunSpec, *, world_offset: int = 0, extra_
                 carry_spec=carry_spec, seed=start.seed, ctrl_mode=ctrl_mode, ctrl=ctrl_arr, ctrl_fn=ctrl_fn,
                 params=params, devices=devs, out=out, t0=start.t0, attrs=attrs, outputs=out_specs,
                 output_semantics=rec.output_semantics, world_offset=world_offset, view=view, episodes=episodes,
-                reset=reset)
-    plan = check_resume(plan) if resume is not None else plan
+                reset=reset, resume=info)
+    plan = check_resume(plan) if info is not None else plan
     if out is not None:
         warn = _memory.check_space(out, _memory.planned_file_bytes(
             n=layout.size, nc=sum(int(np.prod(sh, dtype=np.int64)) for _, sh in carry_spec), batch=B,
@@ -716,13 +719,11 @@ def _integrator_difference(file_cfg, now_cfg) -> str:
 
 def check_resume(plan: Plan) -> Plan:
     """``plan`` continuing its file: the file must match it; the plan starts after the file's last sample."""
-    with h5.open_rollout(plan.out) as f:
-        a = {k: h5.decode_attr(v) for k, v in f.h5.attrs.items()}
-        samples = f.samples
-        n_file = f.h5["x"].shape[2]
-        carry_file = [(name, size) for name, size in f.carry_layout]
-        f_datasets = set(f.h5)
-        old_style_sha = f.mjb is None  # written before files kept the binary model: hashed the XML
+    info = plan.resume
+    assert info is not None
+    a, samples, n_file = info.raw_attrs, info.samples, info.n
+    carry_file = [(name, size) for name, size in info.carry_layout]
+    old_style_sha = not info.has_mjb  # written before files kept the binary model: hashed the XML
     want = dict(plan.attrs)
     model = mujoco_model(plan.scene)
     if old_style_sha and model is not None:
@@ -743,7 +744,7 @@ def check_resume(plan: Plan) -> Plan:
     if n_file != plan.scene.layout.size:
         bad.append(f"state size: file {n_file}, now {plan.scene.layout.size}")
     carry_now = [(name, int(np.prod(shape, dtype=np.int64))) for name, shape in plan.carry_spec]
-    if carry_file != carry_now and not (carry_file == [] and "carry" not in f_datasets):
+    if carry_file != carry_now and not (carry_file == [] and not info.has_carry):
         bad.append(f"carry: file {carry_file}, now {carry_now}")  # (a file from before /carry resumes cold)
     if bad:
         raise RolloutError(f"resume={plan.out!r} does not match this run: " + "; ".join(bad))

@@ -46,24 +46,19 @@ def _static(plan: Plan, Bp: int) -> ChunkStatic:
                        semantics=plan.output_semantics, episodes=plan.episodes)
 
 
-def _start_state(plan: Plan, resume: bool):
-    """(x, carry, status, status_step) on the host where the run starts."""
+def _start_state(plan: Plan):
+    """(x, carry, status, status_step) on the host where the run starts (a resumed file's last flushed sample)."""
     B = plan.x0.shape[0]
     x, carry = plan.x0, dict(plan.carry0)
     status, status_step = np.zeros(B, np.int8), np.full(B, -1, np.int64)
-    j_start = plan.start_step // plan.record_every
-    if resume and j_start == 0 and plan.carry_spec:
-        with h5.open_rollout(plan.out) as f:
-            if f.carry_layout:  # (a file from before /carry starts cold)
-                carry = {k: np.asarray(v).reshape((B,) + tuple(shape)) for (k, v), (_, shape) in
-                         zip(h5.carry_dict(plan.carry_spec, f.carry0).items(), plan.carry_spec)}
-    if resume and j_start > 0:
-        with h5.open_rollout(plan.out) as f:
-            x = f.h5["x"][j_start - 1]
-            status, status_step = f.status.astype(np.int8), f.status_step.astype(np.int64)
-            if plan.carry_spec and f.carry_layout:  # a file from before /carry: the carry restarts cold
-                flat = f.carry_at(j_start - 1)
-                carry = {name: np.asarray(flat[name]).reshape((B,) + tuple(shape)) for name, shape in plan.carry_spec}
+    info = plan.resume
+    if info is None:
+        return x, carry, status, status_step
+    if plan.carry_spec and info.carry_layout:  # (a file from before /carry starts cold)
+        carry = {name: np.asarray(info.carry_last[name]).reshape((B,) + tuple(shape)) for name, shape in plan.carry_spec}
+    if info.x_last is not None:
+        x = info.x_last
+        status, status_step = info.status.copy(), info.status_step.copy()
         # A world that failed after the resumed sample (in unrecorded trailing steps) runs again.
         again = status_step >= plan.start_step
         status[again], status_step[again] = 0, -1
@@ -172,7 +167,7 @@ def _open_writer(plan: Plan, resume: bool, S: int, compression):
     return h5.RolloutWriter(plan.out)
 
 
-def _memory(plan: Plan, keep: bool, resume: bool):
+def _memory(plan: Plan, keep: bool):
     """(x (T, B, n), outputs {name: (T, B, ...)}, closed-loop carry {name: (T, B, ...)}) in memory, the resumed
     file's samples filled in."""
     if not keep:
@@ -182,15 +177,14 @@ def _memory(plan: Plan, keep: bool, resume: bool):
     outs = {o.name: np.full((plan.samples, B) + o.shape, np.nan) for o in plan.outputs}
     loop = {name: np.full((plan.samples, B) + tuple(shape), np.nan) for name, shape in _loop_spec(plan)}
     j_start = plan.start_step // plan.record_every
-    if resume and j_start > 0:
-        with h5.open_rollout(plan.out) as f:
-            xs_mem[:j_start] = f.h5["x"][:j_start]
-            for name, v in outs.items():
-                v[:j_start] = f.h5["outputs"][name][:j_start]
-            if loop:
-                held = h5.carry_dict(f.carry_layout, f.read("carry", np.s_[:j_start]))
-                for name, v in loop.items():
-                    v[:j_start] = held[name].reshape(v[:j_start].shape)
+    if j_start > 0:
+        held = plan.resume.prefix if plan.resume is not None else None
+        assert held is not None, "a resumed run that keeps its trajectory reads the file's samples with its plan"
+        xs_mem[:j_start] = held.x[:j_start]
+        for name, v in outs.items():
+            v[:j_start] = held.outputs[name][:j_start]
+        for name, v in loop.items():
+            v[:j_start] = held.carry[name].reshape(v[:j_start].shape)
     return xs_mem, outs, loop
 
 
@@ -297,7 +291,7 @@ def execute(plan: Plan, *, progress, compression, watchdog_s, keep, resume) -> R
     B = plan.x0.shape[0]
     ndev = len(plan.devices)
     st = _static(plan, -(-B // ndev) * ndev)
-    x, carry, status, status_step = _start_state(plan, resume)
+    x, carry, status, status_step = _start_state(plan)
     t_wall = _time.perf_counter()
     say = _phase_printer(progress)
     sink: dict = {}
@@ -325,7 +319,7 @@ def execute(plan: Plan, *, progress, compression, watchdog_s, keep, resume) -> R
     except BaseException:
         lock and lock.release()
         raise
-    xs_mem, outs_mem, loop_mem = _memory(plan, keep, resume)
+    xs_mem, outs_mem, loop_mem = _memory(plan, keep)
     sink.update(xs=xs_mem, carries=writer is not None)
     guard = _watchdog(watchdog_s, plan.view.name, B)
     bar = _progress(progress and progress != PHASES, plan.steps, plan.start_step)
@@ -344,9 +338,7 @@ def execute(plan: Plan, *, progress, compression, watchdog_s, keep, resume) -> R
             if writer is not None:
                 writer.close(complete=done)
                 if done and plan.episodes is not None and plan.episodes.terminate is not None:
-                    with h5.open_rollout(plan.out) as f:  # /episodes for generic readers (the reader derives it too)
-                        rows = f.episode_table()
-                    h5.write_episode_table(plan.out, rows)
+                    h5.write_episode_table(plan.out)  # /episodes for generic readers (the reader derives it too)
         finally:
             lock and lock.release()
     run_s, run_cpu_s = _time.perf_counter() - t_run, _time.process_time() - c_run

@@ -26,6 +26,7 @@ from .layout import (
 from .lock import FileLock, check_not_in_use
 from .model import model_differences, model_fields, model_from_mjb, model_mjb, model_sha256
 from .reader import RolloutFile, open_rollout
+from .resume import ResumeInfo, ResumePrefix, read_resume
 from .writer import RolloutWriter, create_rollout_file, extend_rollout_file, open_for_write, write_episode_table
 
 __all__ = ["RolloutWriter", "RolloutFile", "open_rollout", "create_rollout_file", "extend_rollout_file",
@@ -33,4 +34,4 @@ __all__ = ["RolloutWriter", "RolloutFile", "open_rollout", "create_rollout_file"
            "carry_dict", "CARRY_UPDATE", "model_mjb", "model_sha256", "model_from_mjb", "model_fields",
            "model_differences", "decode_attr", "FileSpec", "RolloutFileError", "FORMAT", "FORMAT_VERSION",
            "CorruptFileError", "FileInUseError", "FileNotReadyError", "RolloutWriteError", "FileLock",
-           "check_not_in_use", "open_for_write", "write_episode_table", "episode_table", "cut_episodes"]
+           "check_not_in_use", "open_for_write", "ResumeInfo", "ResumePrefix", "read_resume", "write_episode_table", "episode_table", "cut_episodes"]

@@ -67,6 +67,15 @@ class RolloutFile:
         self._layout = None
         self._carry_layout = None
 
+    @classmethod
+    def of_handle(cls, f: h5py.File, path: str) -> RolloutFile:
+        """A reader over a file another part of the package already holds open (not closed by this reader)."""
+        self = cls.__new__(cls)
+        self.path, self._f, self._swmr = os.fspath(path), f, False
+        self._layout = None
+        self._carry_layout = None
+        return self
+
     def _refuse_missing_shards(self):
         """A joined file reads its data from its shards: without them every value would be a fill value."""
         from .integrity import missing_shards

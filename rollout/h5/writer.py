@@ -872,13 +872,18 @@ EPISODE_COLUMNS = {c: {"long_name": d, "units": "1"} for c, d in (
     ("end", "how the episode ended: terminated | failed | truncated (the run ended) | running"))}
 
 
-def write_episode_table(path: str, rows: list[dict]) -> None:
+def write_episode_table(path: str, rows: list[dict] | None = None) -> None:
     """``/episodes`` of a finished run with a termination rule: one row per world and episode (world, episode,
-    start_step, end_step, end), as ``RolloutFile.episode_table`` derives them from the recorded carry."""
-    table = np.array([(d["world"], d["episode"], d["start_step"], d["end_step"], d["end"]) for d in rows],
-                     dtype=EPISODE_ROW)
+    start_step, end_step, end), as ``RolloutFile.episode_table`` derives them from the recorded carry (``rows``
+    None: derived from the file in the same open)."""
     try:
         with open_rw(path) as f:
+            if rows is None:
+                from .reader import RolloutFile
+
+                rows = RolloutFile.of_handle(f, path).episode_table()
+            table = np.array([(d["world"], d["episode"], d["start_step"], d["end_step"], d["end"]) for d in rows],
+                             dtype=EPISODE_ROW)
             for name in ("episodes", "episode_row"):
                 if name in f:
                     del f[name]
