@@ -55,7 +55,8 @@ def _start_state(plan: Plan):
     if info is None:
         return x, carry, status, status_step
     if plan.carry_spec and info.carry_layout:  # (a file from before /carry starts cold)
-        carry = {name: np.asarray(info.carry_last[name]).reshape((B,) + tuple(shape)) for name, shape in plan.carry_spec}
+        carry = {name: np.asarray(info.carry_last[name]).reshape((B,) + tuple(shape))
+                 for name, shape in plan.carry_spec}
     if info.x_last is not None:
         x = info.x_last
         status, status_step = info.status.copy(), info.status_step.copy()

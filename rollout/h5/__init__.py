@@ -34,4 +34,5 @@ __all__ = ["RolloutWriter", "RolloutFile", "open_rollout", "create_rollout_file"
            "carry_dict", "CARRY_UPDATE", "model_mjb", "model_sha256", "model_from_mjb", "model_fields",
            "model_differences", "decode_attr", "FileSpec", "RolloutFileError", "FORMAT", "FORMAT_VERSION",
            "CorruptFileError", "FileInUseError", "FileNotReadyError", "RolloutWriteError", "FileLock",
-           "check_not_in_use", "open_for_write", "ResumeInfo", "ResumePrefix", "read_resume", "write_episode_table", "episode_table", "cut_episodes"]
+           "check_not_in_use", "open_for_write", "ResumeInfo", "ResumePrefix",
+           "read_resume", "write_episode_table", "episode_table", "cut_episodes"]
