@@ -94,7 +94,8 @@ def join_shards(out: str, paths) -> dict:
     """Write ``out`` over ``paths``; returns {"samples", "complete", "batch"}. Shards sit beside ``out``."""
     from .digest import content_digest, seal
     from .integrity import shard_identity
-    from .writer import _vds_segment, _virtual
+    from .layout import vds_segment
+    from .writer import _virtual
 
     infos, B_total = _shard_info(list(paths))
     samples = min(i["samples"] for i in infos)
@@ -136,7 +137,7 @@ def join_shards(out: str, paths) -> dict:
             n = f0["x"].shape[2]
             for name in ("qpos", "qvel"):
                 if name in f0:
-                    _virtual(g, name, _vds_segment(f0[name]), T, B_total, n)  # with their axes
+                    _virtual(g, name, vds_segment(f0[name]), T, B_total, n)  # with their axes
                     g[name].attrs.update({k: v for k, v in f0[name].attrs.items() if k not in SCALE_ATTRS})
             _describe(g)
             g.attrs["shard_digests"] = [shard_identity(i["path"]) for i in infos]  # a replaced shard is told

@@ -208,3 +208,10 @@ def layout_from_table(table) -> StateLayout:
             raise StateError(f"/layout row {r.name!r} does not rebuild to the same offsets (table "
                              f"{row['offset']}/{row['deriv_offset']}, rebuilt {r.offset}/{r.deriv_offset})")
     return layout
+
+
+def vds_segment(ds) -> slice:
+    """The columns of ``/x`` a virtual dataset (``/qpos``, ``/qvel``) maps."""
+    src = ds.virtual_sources()[0]
+    sel = src.src_space.get_select_bounds()
+    return slice(int(sel[0][2]), int(sel[1][2]) + 1)

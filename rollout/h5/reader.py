@@ -24,7 +24,14 @@ from mjharness.integrators import StateError, StateLayout
 from .episodes import cut_episodes, episode_table
 from .errors import CorruptFileError, FileNotReadyError, RolloutFileError
 from .format import FORMAT, decode_attr, is_output
-from .layout import carry_dict, carry_layout_from_table, carry_size, carry_slots_of_table, layout_from_table
+from .layout import (
+    carry_dict,
+    carry_layout_from_table,
+    carry_size,
+    carry_slots_of_table,
+    layout_from_table,
+    vds_segment,
+)
 from .model import asset_name, model_from_mjb, model_from_xml
 from .provenance import read_code
 from .tables import read_table, table_sha256
@@ -171,9 +178,7 @@ class RolloutFile:
         if name not in self._f:
             raise KeyError(f"{self.path}: no /{name} (the rolled-out model is not a MuJoCo scene)")
         if self._swmr:  # read the segment of /x itself: a virtual dataset is not refreshed under SWMR
-            from .writer import _vds_segment
-
-            return self.read("x", np.s_[: self.samples, :, _vds_segment(self._f[name])])
+            return self.read("x", np.s_[: self.samples, :, vds_segment(self._f[name])])
         return self.read(name, np.s_[: self.samples])
 
     @property

@@ -47,7 +47,7 @@ from .format import (
     is_output,
     set_attr,
 )
-from .layout import carry_size, carry_slots_of_table, carry_vector, normalize_carry_layout, with_carry_rows
+from .layout import carry_size, carry_slots_of_table, carry_vector, normalize_carry_layout, vds_segment, with_carry_rows
 from .model import asset_key, model_mjb
 from .provenance import write_code
 from .tables import read_table, table_sha256, write_table
@@ -582,12 +582,6 @@ def _attach_vds_axes(f: h5py.File, vds, name: str, seg: slice) -> None:
         vds.dims[i].attach_scale(scale)
 
 
-def _vds_segment(ds) -> slice:
-    src = ds.virtual_sources()[0]
-    sel = src.src_space.get_select_bounds()
-    return slice(int(sel[0][2]), int(sel[1][2]) + 1)
-
-
 def open_for_write(path: str) -> h5py.File:
     """``h5py.File(path, "r+")`` for a file that may have been left by a killed or failed SWMR writer
     (whose marks are cleared first, ``superblock``); OS errors become ``RolloutWriteError``. Call only
@@ -638,7 +632,7 @@ def extend_rollout_file(path: str, samples: int, attrs: dict, start: int | None 
                     f["carry"].resize((samples,) + f["carry"].shape[1:])
                 for name in ("qpos", "qvel"):
                     if name in f:
-                        _virtual(f, name, _vds_segment(f[name]), samples, B, n)
+                        _virtual(f, name, vds_segment(f[name]), samples, B, n)
                 _carry_views(f, samples, B)
                 for name, ds in (f["outputs"].items() if "outputs" in f else ()):
                     if is_output(name):  # not the axes ("time" follows /time) and labels
