@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .engine.params import resolve_param
-from .engine.plan import RolloutError, _field
+from .engine.params import field_value, resolve_param
 from .engine.simulate import check_param_fields, simulate
+from .errors import RolloutError
 from .h5.format import is_output
 
 
@@ -74,7 +74,7 @@ def fit(path, params, *, scene=None, integrator=None, iterations: int = 200, lr:
     dt, R, t0 = float(attrs["dt"]), int(attrs["record_every"]), float(attrs.get("t0", 0.0))
     steps = xs_file.shape[0] * R
     resolved = [resolve_param(scene.model, scene.mjx_model, p) for p in params]
-    base = {field: np.asarray(_field(scene.mjx_model, field), np.float64) for field, _ in resolved}
+    base = {field: np.asarray(field_value(scene.mjx_model, field), np.float64) for field, _ in resolved}
     if start == "file" and not file_params:
         raise RolloutError(f"start='file': {path} records no per-world model fields (/model_params)")
     per_world = bool(file_params)

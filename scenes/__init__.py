@@ -27,7 +27,7 @@ from .topology import (
 __all__ = ["load_scene", "load_native", "list_scenes", "scene_path", "parse_spec", "scene_info", "compat_log",
            "SceneError", "SceneInfo", "check_mjx_trace", "LOAD_CODES"]
 __all__ += ["body_tree", "cutjoints", "aggregation_tree_asd", "supernodes", "Tree", "TopologyError",
-            "topology_report", "format_topology"]  # topology (issue 19)
+            "topology_report", "format_topology"]  # topology
 
 
 @dataclass

@@ -124,7 +124,7 @@ def test_mujoco_backend_user_errors():
         scene.add_body_noise(scene.model.body(1).name, 1.0)
     # per-world model fields run on MuJoCo C with recorded outputs too (issue 31: each world's own model)
     r = rollout(scene, "semi_implicit_euler", dt=0.002, steps=2, batch=2, progress=False, outputs=("xpos",),
-                model_params={"body_mass": np.ones((2, scene.model.nbody))})
+                model_params={"body_mass": np.tile(scene.model.body_mass, (2, 1)) * 1.5})
     assert r.stats["backend"] == "mujoco" and r.outputs["xpos"].shape[:2] == (2, 2)
     with pytest.raises(BackendError, match="naconmax= is a positive int for backend='warp' only"):
         MjScene("box_on_plane", backend="mujoco", naconmax=10)

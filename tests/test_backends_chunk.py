@@ -109,7 +109,7 @@ def test_whole_chunks_are_mj_step_bit_for_bit(name, method):
 def test_chunking_record_every_groups_and_resume_change_nothing(tmp_path, monkeypatch):
     scene = _scene("arm")
     m = scene.model
-    steps, R = 47, 3  # steps not a multiple of R: the tail steps run but are not recorded
+    steps, R = 48, 3  # 16 samples: one chunk of 48, or chunks of 9 (the last one short)
     x0, ctrl = worlds(m, 5)
     u = _ctrl(m, ctrl, steps)
     ref = _run(scene, SemiImplicitEuler(), x0, u, steps, record_every=R, chunk=48)
@@ -174,7 +174,7 @@ def test_worlds_mj_step_would_reset_follow_the_engine_rule():
 def test_outputs_of_whole_chunks_equal_the_stage_path(semantics):
     scene = _scene("arm")
     m = scene.model
-    steps = 30
+    steps = 32
     x0, ctrl = worlds(m, 3)
     u = _ctrl(m, ctrl, steps)
     outs = ("xpos", "cfrc_ext", "qacc", "actuator_force")

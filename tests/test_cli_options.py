@@ -18,6 +18,7 @@ from mjharness.rollout.cli.app import build_parser
 from mjharness.rollout.cli.launch import child_argv
 from mjharness.rollout.cli.options import DEFAULTS, OPTIONS, RUN_OPTIONS, fresh_settings, rollout_kwargs
 from mjharness.rollout.engine import RunSpec, check_spec
+from mjharness.rollout.engine import spec as _spec
 from mjharness.rollout.engine.spec import OPTION_GROUP
 
 LAUNCHER_ONLY = {"local_processes", "distributed", "list_integrators"}
@@ -86,7 +87,9 @@ def test_cli_rollout_keywords_are_rollout_keywords_and_spec_fields():
 
 
 def test_backend_choices_come_from_the_table():
-    assert OPTIONS["backend"].kwargs["choices"] == BACKEND_NAMES and OPTIONS["backend"].kwargs["default"] == AUTO
+    # every flag's argparse default is None (not given: a resume takes the file's); rollout()'s default is auto
+    assert OPTIONS["backend"].kwargs["choices"] == BACKEND_NAMES and OPTIONS["backend"].kwargs["default"] is None
+    assert _spec.DEFAULTS["backend"] == AUTO
 
 
 @pytest.mark.parametrize("bad, match", [(dict(steps=0), "steps"), (dict(steps=5, record_every=6), "record_every"),

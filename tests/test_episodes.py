@@ -20,7 +20,7 @@ from rollout_common import mjharness_cmd, run_and_kill
 from mjharness.integrators import STATUS_TERMINATED
 from mjharness.rollout import Controller, RolloutError, Termination, open_rollout, rollout
 from mjharness.rollout.engine.episodes import draw_state
-from mjharness.rollout.engine.plan import _perturb_scale
+from mjharness.rollout.engine.inputs import _perturb_scale
 from mjharness.rollout.engine.scene_view import SceneView
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -300,7 +300,7 @@ def test_freeze_stops_a_world_at_its_terminal_state(tmp_path):
 def test_freeze_episode_ends_with_the_sample_holding_the_terminal_state(tmp_path):
     """record_every > 1: the last sample of a frozen episode is the first one at or after end_step."""
     x0 = _thrown(2)
-    r = rollout(cached_scene("box_on_plane"), "semi_implicit_euler", steps=400, x0=x0, record_every=7,
+    r = rollout(cached_scene("box_on_plane"), "semi_implicit_euler", steps=399, x0=x0, record_every=7,
                 terminate=Termination(stopped), backend="mujoco", progress=False)
     for w in range(2):
         (e,) = r.episodes(w)

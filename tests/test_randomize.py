@@ -94,11 +94,11 @@ def test_derived_constants_in_the_mjx_model_the_run_used():
 
     plan = make_plan(XML, None, RunSpec.from_options(steps=2, batch=4, seed=3, randomize={
         "body_mass:arm2": "*uniform(0.5, 2)"}, backend="mjx", progress=False))
-    assert {"body_subtreemass", "dof_invweight0", "body_invweight0", "dof_M0"} <= set(plan.params)
+    assert {"body_subtreemass", "dof_invweight0", "body_invweight0", "dof_M0"} <= set(plan.params.fields)
     for w in range(4):
-        mx = plan.scene.with_params({k: v[w] for k, v in plan.params.items()}).mjx_model
+        mx = plan.physics.scene.with_params({k: v[w] for k, v in plan.params.fields.items()}).mjx_model
         m = mujoco.MjModel.from_xml_string(XML)
-        m.body_mass[:] = plan.params["body_mass"][w]
+        m.body_mass[:] = plan.params.fields["body_mass"][w]
         mujoco.mj_setConst(m, mujoco.MjData(m))
         for f in ("body_subtreemass", "dof_invweight0", "body_invweight0", "dof_M0", "actuator_acc0"):
             ref = getattr(m, f)

@@ -262,11 +262,11 @@ def no_compile(monkeypatch):
 
 @pytest.mark.parametrize("kwargs, match", [
     (dict(integrator="no_such_method"), "unknown integrator 'no_such_method'"),
-    (dict(dt=0.0), "dt must be a finite number > 0"),
-    (dict(dt=-1e-3), "dt must be a finite number > 0"),
-    (dict(dt=float("nan")), "dt must be a finite number > 0"),
-    (dict(steps=0), "steps must be an int >= 1"),
-    (dict(record_every=0), "record_every must be an int >= 1"),
+    (dict(dt=0.0), "dt must be > 0, got 0.0"),
+    (dict(dt=-1e-3), "dt must be > 0, got -0.001"),
+    (dict(dt=float("nan")), "dt must be finite and > 0, got nan"),
+    (dict(steps=0), "steps must be >= 1, got 0"),
+    (dict(record_every=0), "record_every must be >= 1, got 0"),
     (dict(batch=None, x0=np.zeros((3, 5))), r"x0 must have shape \(batch, n\) with n=4.*\(3, 5\)"),
     (dict(batch=2, x0=np.zeros((3, 4))), r"batch=2 but x0 has 3 rows"),
     (dict(ctrl=np.zeros((2, 10, 1))), r"scene has no actuators \(nu=0\)"),

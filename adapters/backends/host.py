@@ -79,7 +79,7 @@ class HostPool:
         # MjData's array attributes build a new numpy view on every access: take them once.
         qvel, act, qacc, act_dot = d.qvel, d.act, d.qacc, d.act_dot
         x, out = x[lo:hi], out[lo:hi]
-        world = None if fields is None else self.world_fields(i, fields[0])  # per-world model fields (issue 31)
+        world = None if fields is None else self.world_fields(i, fields[0])  # per-world model fields
         # A world's own damping may be nonzero where the nominal model's is not: mj_Euler decides per world.
         step = mode == "implicit" or (mode == "euler" and (self._damped or world is not None))
         after = np.empty((hi - lo, nv + na)) if step else None  # qvel, act after mj_Euler / mj_implicit
@@ -208,7 +208,7 @@ def make_evaluator(pool: HostPool, mode: str, force: np.ndarray | None = None):
     return evaluate
 
 
-# -- per-world model fields (issue 31: model_params / randomize on backend="mujoco") --------------------------
+# -- per-world model fields (model_params / randomize on backend="mujoco") --------------------------
 
 def _field_writer(m: mujoco.MjModel, path: str):
     """``write(values)`` setting the field at dotted ``path`` of ``m`` (arrays in place, scalars by attribute)."""
@@ -313,7 +313,7 @@ class HostOutputs:
     (+ mj_rnePostConstraint, mj_energyPos/Vel, mj_contactForce as the outputs need) per world, on the
     pool's threads with MjData of its own (a sampled evaluation may overlap the last step's stages).
 
-    ``layout`` ((path, size), ...): per-world model fields (issue 31). Each thread then reads its outputs off
+    ``layout`` ((path, size), ...): per-world model fields. Each thread then reads its outputs off
     its own copy of the model, into which world w's fields (the run's per-world values: drawn, explicit and the
     derived constants mj_setConst gave them) are written before the world's mj_forward, as the dynamics do
     (``WorldFields``)."""

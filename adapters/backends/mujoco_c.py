@@ -51,7 +51,7 @@ class MujocoBackend(Backend):
                  jnp.reshape(jnp.asarray(ctrl, f64), (m.nu,)), jnp.asarray(ws, f64), jnp.asarray(h, f64))
         return _host.HostData(out, m.nv, m.na)
 
-    # -- per-world model fields (issue 31) --
+    # -- per-world model fields --
     def with_params(self, scene, params):
         """``scene`` evaluating with one world's model fields: the pool writes them into a thread's model copy
         before the world's evaluation (``host.WorldFields``)."""
@@ -88,7 +88,7 @@ class MujocoBackend(Backend):
     def outputs(self, scene, specs, t, x, ctrl, ws):
         from ..outputs import needs_rne, split_row
 
-        fields = getattr(scene, "_world_fields", None)  # (issue 31) each world's own model fields
+        fields = getattr(scene, "_world_fields", None)  # each world's own model fields
         layout = self._layout(fields) if fields else None
         key = ("outputs", tuple(specs), bool(needs_rne(specs)), layout)
         fn = scene._host_fns.get(key)

@@ -150,7 +150,7 @@ def add_ratios(rows) -> None:
     for r in rows:
         for key, ref in (("x_mjx", REFERENCE), ("x_native", NATIVE)):
             r[key] = by[ref] / r["world_steps_per_s"] if ref in by else None
-    for peer, native, _ in C_PAIRS:  # issue 30: our C backend's speed as a fraction of mujoco.rollout's
+    for peer, native, _ in C_PAIRS:  # our C backend's speed as a fraction of mujoco.rollout's
         if peer in by and native in by:
             next(r for r in rows if r["peer"] == peer)["vs_mujoco_rollout"] = by[peer] / by[native]
     cpu = {r["peer"]: sum(r["cpu_call_s"]) / len(r["cpu_call_s"]) for r in rows if r.get("cpu_call_s")}

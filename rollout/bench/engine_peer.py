@@ -55,7 +55,7 @@ def engine_peer(name, scene, x0, *, integ, dt, steps, record_every, sample, chai
         t = time.perf_counter()
         with context():
             r = rollout(scene, integ, dt=dt, steps=steps, x0=x, t0=t0, record_every=record_every, chunk=chunk,
-                        out=out, overwrite=True, progress=False, keep=out is None, outputs=outputs,
+                        out=out, overwrite=out is not None, progress=False, keep=out is None, outputs=outputs,
                         randomize=randomize, **loop)
         wall = time.perf_counter() - t
         stats.append(r.stats)

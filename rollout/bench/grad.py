@@ -19,7 +19,7 @@ from .timing import compile_timed, device_peak, xla_peak
 
 __all__ = ["grad_cost", "format_grad", "GRAD_BAR"]
 
-GRAD_BAR = {"time_x": 5.0, "memory_x": 4.0}  # gradient / forward, issue 17
+GRAD_BAR = {"time_x": 5.0, "memory_x": 4.0}  # gradient / forward (docs/gradients.md)
 
 
 def grad_cost(scene="double_pendulum", integrator="rk4", *, batch: int = 64, steps: int = 1000,

@@ -78,7 +78,7 @@ DEFAULT_PEERS = ("mjx_step", "mjx_forward", "semi_implicit_euler", "rk4", "mujoc
 REFERENCE = "mjx_step"
 NATIVE = "mujoco_rollout"
 NATIVE_RK4 = "mujoco_rollout_rk4"  # mujoco.rollout with <option integrator="RK4"> on a copy of the model
-# Our MuJoCo C backend beside mujoco.rollout stepping the same scheme (issue 30): (peer, its native yardstick, scheme)
+# Our MuJoCo C backend beside mujoco.rollout stepping the same scheme: (peer, its native yardstick, scheme)
 C_PAIRS = (("backend_mujoco", NATIVE, "Euler"), ("backend_mujoco_rk4", NATIVE_RK4, "RK4"))
 
 

@@ -17,13 +17,13 @@ TARGETS = (
     ("semi_implicit_euler", "mjx_step", 1.10, 64, "semi_implicit_euler / mjx_step time", "same work"),
     ("rk4", "mjx_forward", 4.4, 1, "rk4 / mjx_forward time", "4 forward calls + updates vs 1 forward"),
     ("rollout_h5", "rollout", 1.10, 1, "rollout_h5 / rollout wall", "HDF5 export at record_every={record_every}"),
-    # Issue 28: the Fletcher-32 chunk checksums of every dataset cost <= 3 % of a run that writes its file;
-    # issue 39: so do the content hashes (measured alone by rollout_h5_nohash, with the checksums by _nocheck).
+    # The Fletcher-32 chunk checksums of every dataset cost <= 3 % of a run that writes its file;
+    # so do the content hashes (measured alone by rollout_h5_nohash, with the checksums by _nocheck).
     ("rollout_h5", "rollout_h5_nocheck", 1.03, 1, "rollout_h5 / rollout_h5_nocheck wall",
      "chunk checksums + content hashes at record_every={record_every}"),
     ("rollout_h5", "rollout_h5_nohash", 1.03, 1, "rollout_h5 / rollout_h5_nohash wall",
      "content hashes at record_every={record_every}"),
-    # Issue 30: MuJoCo C backend >= 0.95x (Euler) and >= 0.90x (RK4) mujoco.rollout's world-steps/s.
+    # MuJoCo C backend >= 0.95x (Euler) and >= 0.90x (RK4) mujoco.rollout's world-steps/s.
     ("backend_mujoco", "mujoco_rollout", 1 / 0.95, 1024, "backend_mujoco / mujoco_rollout time", "Euler, C backend"),
     ("backend_mujoco_rk4", "mujoco_rollout_rk4", 1 / 0.90, 1024, "backend_mujoco_rk4 / mujoco_rollout_rk4 time",
      "RK4, C backend"),

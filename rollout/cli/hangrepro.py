@@ -1,4 +1,4 @@
-"""``mjharness hangrepro``: the reproduction of issue 9 (batched humanoid ``mjx.step``), one JSON line.
+"""``mjharness hangrepro``: the batched-MJX hang reproduced (humanoid ``mjx.step`` on jax 0.10), one JSON line.
 
     mjharness hangrepro --batch 64 --steps 200 --dtype float32 [--mode loop|scan] [--scene humanoid]
         [--solver newton|cg] [--iterations N] [--ls-iterations N] [--devices N] [--xla-flags "..."]
@@ -19,7 +19,7 @@ from . import xla_log
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("hangrepro", help="reproduce the batched-MJX hang of issue 9 (one JSON line)",
+    p = sub.add_parser("hangrepro", help="reproduce the batched-MJX hang of jax 0.10 (one JSON line)",
                        description="Run jit(vmap(mjx.step)) (or a scan of it) on a humanoid-scale scene under the "
                                    "watchdog; print versions, settings, compile and step timings and the status.")
     p.add_argument("--scene", default="humanoid", help="bundled scene name or MJCF path (default humanoid)")

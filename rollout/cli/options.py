@@ -1,25 +1,27 @@
-"""The one mapping between ``mjharness run``'s command line and ``rollout()``'s run specification.
+"""``mjharness run``'s command line, derived from the run specification's table of options.
 
-Every option of ``run`` is one row of ``RUN_OPTIONS``: its flag, its argparse keywords, the
-``rollout()`` keyword it sets (or None for options the command itself consumes) and whether a
-``--local-processes`` launcher forwards it to its workers. ``add_run_options`` builds the parser,
-``forward_argv`` the workers' command line and ``rollout_kwargs`` the call, all from that table, so
-an option cannot reach one and miss another (tests/test_cli_options.py checks every row).
+Every option of the run spec (``rollout/engine/spec.py``: type, default, range, documentation, flag, whether
+workers get it) that has a flag becomes a row of ``RUN_OPTIONS``; the rows the command itself consumes
+(``--integrator``, ``--out``, ``--resume``, ``--ctrl``, ...: files to load, the output's numbering, the launcher)
+are ``CLI_OPTIONS`` here. ``add_run_options`` builds the parser, ``forward_argv`` the workers' command line and
+``rollout_kwargs`` the call, all from that table; the checks are the spec's (``check_args``).
 """
 
 from __future__ import annotations
 
-import math
 import os
 import sys
 from dataclasses import dataclass, field
 
-from .common import AUTO, BACKEND_NAMES, BACKEND_SUMMARIES, DEFAULT_SCENE, MJX_MODES, QUATERNION_UPDATES
+from mjharness.rollout.engine import spec as _spec
+from mjharness.rollout.engine.checks import Bool, Choice, Compression, Dict, Outputs
+
+from .common import AUTO, BACKEND_SUMMARIES, DEFAULT_SCENE
 from .errors import CliError
 
 DEFAULT_OUT = "rollout.h5"
-# chunk 200 steps: the default 1000-step run streams 5 chunks (the progress bar and the file move).
-DEFAULTS = dict(steps=1000, batch=16, record_every=10, seed=0, chunk=200)
+# The command line's own defaults (a run that shows something: 1000 steps of 16 worlds, every 10th state, 5 chunks).
+DEFAULTS = {name: o.cli_default for name, o in _spec.OPTIONS.items() if o.cli and o.cli_default is not None}
 
 
 @dataclass(frozen=True)
@@ -28,7 +30,7 @@ class Option:
 
     Attributes:
         flag: the command-line flag (``--steps``).
-        kwargs: argparse keywords (``type``, ``choices``, ``nargs``, ``action``, ``default``, ``help``).
+        kwargs: argparse keywords (``type``, ``choices``, ``nargs``, ``action``, ``help``).
         rollout: the ``rollout()`` keyword it sets; None when the command consumes it itself.
         forward: whether a ``--local-processes`` launcher passes it to every worker.
     """
@@ -49,41 +51,45 @@ def _backend_help() -> str:
             f"MJX-only capability; a resume keeps the file's). {rows}")
 
 
-RUN_OPTIONS: tuple[Option, ...] = (
+def _help(name: str, o: _spec.Opt) -> str:
+    default = o.cli_default if o.cli_default is not None else _spec.DEFAULTS[name]
+    unit = f" [{o.unit}]" if o.unit else ""
+    said = "" if isinstance(o.kind, Bool) or default in (None, (), "") else f" (default {default})"
+    return (_backend_help() if name == "backend" else o.doc) + unit + said
+
+
+def _argparse(name: str, o: _spec.Opt) -> dict:
+    """The argparse keywords of a spec option: its kind says how it is typed; every default is None (unset), so
+    that a resume can tell an option given from one left to the file."""
+    kind, kw = o.kind, {"help": _help(name, o), "default": None}
+    if isinstance(kind, Bool):
+        kw.update(action="store_true", default=None)
+    elif isinstance(kind, Compression):
+        kw.update(choices=("none", "gzip", "lzf"))
+    elif isinstance(kind, Choice):
+        kw.update(choices=kind.values)
+    elif isinstance(kind, Outputs):
+        kw.update(nargs="+", metavar="NAME")
+    elif isinstance(kind, Dict):
+        kw.update(nargs="+", action="extend", metavar="KEY=DIST")
+    elif kind.cli_type() is not str:
+        kw.update(type=kind.cli_type())
+    return kw
+
+
+def _spec_rows() -> tuple[Option, ...]:
+    return tuple(Option(_spec.cli_flag(name), _argparse(name, o), name, o.forward)
+                 for name, o in _spec.OPTIONS.items() if o.cli)
+
+
+# The rows the command consumes itself: files it loads, the output's numbering, the launcher.
+CLI_OPTIONS: tuple[Option, ...] = (
     Option("--integrator", dict(help="integrator name (default: the one the scene names; see --list-integrators)")),
     Option("--list-integrators", dict(action="store_true", help="print the integrator names and exit"),
            forward=False),
-    Option("--dt", dict(type=float, help="step (adaptive: output interval); default the scene's timestep")),
-    Option("--steps", dict(type=int, help=f"number of steps (default {DEFAULTS['steps']})")),
-    Option("--batch", dict(type=int, help=f"number of worlds (default {DEFAULTS['batch']})")),
-    Option("--record-every", dict(type=int, help=f"keep every k-th state (default {DEFAULTS['record_every']})")),
-    Option("--seed", dict(type=int, help="seed of the initial perturbation and of noise (default 0)")),
-    Option("--perturb", dict(type=float, default=0.01,
-                             help="std-dev of the initial-state perturbation of velocities (default 0.01)"),
-           "perturb"),
-    Option("--perturb-qpos", dict(type=float, default=0.0,
-                                  help="std-dev of the initial-state perturbation of positions (default 0: a resting "
-                                       "scene starts on its support)"), "perturb_qpos"),
     Option("--out", dict(help=f"output HDF5 file (default {DEFAULT_OUT}, numbered if it exists)")),
-    Option("--overwrite", dict(action="store_true", help="replace an existing --out"), "overwrite"),
-    Option("--require-space", dict(action="store_true", help="refuse (not just warn) when the planned file is "
-                                                              "larger than the free disk space"), "require_space"),
-    Option("--resume", dict(metavar="FILE", help="continue FILE (killed or shorter) to --steps")),
-    Option("--chunk", dict(type=int, help=f"steps per compiled call; device memory holds one chunk of samples "
-                                          f"(default {DEFAULTS['chunk']})")),
-    Option("--compression", dict(choices=("none", "gzip", "lzf"), default="none", help="HDF5 compression"),
-           "compression"),
-    Option("--backend", dict(choices=BACKEND_NAMES, default=AUTO, help=_backend_help()), "backend"),
-    Option("--mjx", dict(choices=MJX_MODES, default="adapt",
-                         help="adapt: apply and log MJX substitutions; strict: refuse models MJX cannot run"), "mjx"),
-    Option("--unsupported-contacts", dict(choices=("refuse", "exclude"), default="refuse",
-                                          help="MJX: refuse a model with geom pairs MJX cannot collide, or exclude "
-                                               "exactly those pairs (logged)"), "unsupported_contacts"),
-    Option("--quaternion-update", dict(choices=QUATERNION_UPDATES,
-                                       help="policy of ball/free attitudes (default quaternion)")),
-    Option("--devices", dict(type=int, help="number of devices to shard the batch over (default all)"), "devices"),
-    Option("--watchdog-s", dict(type=float, help="stall limit per chunk in seconds (0 = off)"), "watchdog_s"),
-    Option("--no-progress", dict(action="store_true", help="no progress bar")),
+    Option("--resume", dict(metavar="FILE", help="continue FILE (killed or shorter) to --steps; options not given "
+                                                 "are the file's")),
     Option("--dtype", dict(choices=("float64", "float32"),
                            help="float width of the dynamics and of the file's samples (default float64; "
                                 "MJHARNESS_X64=0 also gives float32)")),
@@ -96,26 +102,9 @@ RUN_OPTIONS: tuple[Option, ...] = (
     Option("--terminate", dict(metavar="FILE.py:NAME",
                                help="termination rule: NAME in FILE.py is fn(t, x) -> bool (or fn(t, x, sensordata) "
                                     "or a Termination), checked per world after each step")),
-    Option("--on-terminate", dict(choices=("freeze", "reset"),
-                                  help="what a terminated world does: freeze (stops, status terminated; the default) "
-                                       "or reset (a new episode; the file's /episode and /episodes)")),
-    Option("--reset-to", dict(metavar="x0|draw|key:NAME",
-                              help="where a reset episode starts: the world's x0 (default), a fresh draw of the "
-                                   "initial perturbation (seed, world, episode), or a keyframe")),
     Option("--param", dict(action="append", metavar="FIELD[:NAME]=V1,V2,...",
                            help="per-world model parameter sweep, one world per value (e.g. body_mass:torso=1,2,4; "
                                 "dof_damping:hinge=0.1,0.2); several --param zip (same count)")),
-    Option("--randomize", dict(nargs="+", action="extend", metavar="KEY=DIST",
-                               help="per-world model fields drawn from (seed, world, KEY): KEY field[:name][[i]] "
-                                    "(body_mass:torso, geom_friction:floor[0]), DIST uniform(a,b), normal(mu,sigma), "
-                                    "loguniform(a,b), choice(v1,...), prefixed * (scale) or + (add): --randomize "
-                                    "'body_mass:torso=*uniform(0.8,1.2)'; derived constants as mj_setConst")),
-    Option("--outputs", dict(nargs="+", metavar="NAME",
-                             help="recorded outputs: sensordata, sensor:<name>, xpos, site_xpos, cfrc_ext, energy, "
-                                  "contact_force, ... (file: /outputs/<name>)"), "outputs"),
-    Option("--output-semantics", dict(choices=("live", "sampled"), default="live",
-                                      help="live: at the recorded state; sampled: at the state before the last step "
-                                           "(mj_step's)"), "output_semantics"),
     Option("--local-processes", dict(type=int, metavar="N",
                                      help="run as N processes on this machine (JAX distributed runtime, one shard "
                                           "file each)"), forward=False),
@@ -123,6 +112,7 @@ RUN_OPTIONS: tuple[Option, ...] = (
                                  help="this is one process of a multi-process run (MJHARNESS_* or cluster "
                                       "environment variables)"), forward=False),
 )
+RUN_OPTIONS: tuple[Option, ...] = CLI_OPTIONS[:2] + _spec_rows() + CLI_OPTIONS[2:]
 OPTIONS = {o.dest: o for o in RUN_OPTIONS}
 
 
@@ -153,31 +143,58 @@ def forward_argv(args) -> list[str]:
     return argv
 
 
-# Integer options and their least value (what rollout() would refuse after the scene loads).
-_AT_LEAST = {"steps": 1, "batch": 1, "record_every": 1, "chunk": 1, "devices": 1, "local_processes": 1, "seed": 0}
+def cli_value(name: str, v):
+    """A parsed flag's value as ``rollout()`` takes it (None: not given)."""
+    o = _spec.OPTIONS[name]
+    if v is None:
+        return None
+    if name == "progress":
+        return not v  # the flag is --no-progress
+    if isinstance(o.kind, Dict):
+        return parse_randomize(v)
+    if isinstance(o.kind, Outputs):
+        return tuple(v)
+    return None if isinstance(o.kind, Compression) and v == "none" else v
+
+
+def given_options(args) -> dict:
+    """``rollout()``'s keywords of the spec's options given on the command line."""
+    kw = {}
+    for o in RUN_OPTIONS:
+        if o.rollout is not None:
+            v = cli_value(o.rollout, getattr(args, o.dest, None))
+            if v is not None:
+                kw[o.rollout] = v
+    return kw
+
+
+class _Given:
+    """Stands for a value the command loads later (a --terminate rule, a --ctrl file) in the early checks."""
+
+    def __repr__(self):
+        return "given"
+
+    def __call__(self, t, x):
+        return False
 
 
 def check_args(args) -> None:
-    """Every option value, the output folder, the randomize and --param specs and the files named: before the
-    scene loads or anything is printed, compiled or written (one ``CliError`` naming the option)."""
-    for name, least in _AT_LEAST.items():
-        v = getattr(args, name, None)
-        if v is not None and v < least:
-            raise CliError(f"--{name.replace('_', '-')} must be >= {least}, got {v}")
-    if args.dt is not None and not (math.isfinite(args.dt) and args.dt > 0):
-        raise CliError(f"--dt must be > 0, got {args.dt}")
-    for name in ("perturb", "perturb_qpos", "watchdog_s"):
-        v = getattr(args, name)
-        if v is not None and not (math.isfinite(v) and v >= 0):
-            raise CliError(f"--{name.replace('_', '-')} must be a finite number >= 0, got {v}")
+    """Every option value and combination (by the run spec's own checks), the output folder, the randomize and
+    --param specs and the files named: before the scene loads or anything is printed, compiled or written (one
+    ``CliError`` naming the option)."""
+    from mjharness.rollout.errors import RolloutError
+
+    kw = given_options(args)
     if args.resume:
         if not os.path.isfile(args.resume):
             raise CliError(f"--resume {args.resume}: no such file")
         if args.out and os.path.abspath(args.out) != os.path.abspath(args.resume):
             raise CliError(f"--resume {args.resume} continues that file; --out {args.out} names another (drop --out)")
     elif args.out is not None:
-        check_out(args.out, args.overwrite)
-    check_randomize(parse_randomize(args.randomize))
+        check_out(args.out, bool(args.overwrite))
+    if args.local_processes is not None and args.local_processes < 1:
+        raise CliError(f"--local-processes must be >= 1, got {args.local_processes}")
+    check_randomize(kw.get("randomize"))
     parse_params(args.param)
     for flag, arg in (("--controller", args.controller), ("--terminate", args.terminate)):
         if arg:
@@ -186,11 +203,13 @@ def check_args(args) -> None:
                 raise CliError(f"{flag} {arg}: no such file {path!r} (bundled examples: `mjharness examples`)")
     if args.ctrl and not args.ctrl.startswith("key:") and not os.path.isfile(args.ctrl):
         raise CliError(f"--ctrl {args.ctrl}: no such file")
-    if args.reset_to and not (args.reset_to in ("x0", "draw") or args.reset_to.startswith("key:")):
-        raise CliError(f"--reset-to {args.reset_to}: give x0, draw or key:NAME (a keyframe)")
-    for flag, value in (("--on-terminate", args.on_terminate == "reset" and "reset"), ("--reset-to", args.reset_to)):
-        if value and not (args.terminate or args.resume):
-            raise CliError(f"{flag} {value}: needs --terminate FILE.py:NAME (the rule that ends an episode)")
+    fresh = {k: v for k, v in DEFAULTS.items() if k not in kw} if not args.resume else {}
+    try:
+        _spec.check_spec(_spec.RunSpec.from_options(
+            **fresh, **kw, out=args.out or (None if args.resume else DEFAULT_OUT), resume=args.resume,
+            terminate=_Given() if (args.terminate or args.resume) else None, keep=False))
+    except RolloutError as e:
+        raise CliError(cli_spelling(str(e))) from None
 
 
 def check_out(out: str, overwrite: bool) -> None:
@@ -235,13 +254,12 @@ def next_free(path: str) -> str:
 
 
 def resume_settings(args, info) -> dict:
-    """Unset options from the file being resumed, as ``h5.read_resume`` read it (the file, or a shard of it):
-    scene, integrator, dt, steps, record_every, seed, chunk, quaternion policy, backend, outputs."""
-    from mjharness.adapters.backends import requested
+    """What the command takes from the file being resumed, as ``h5.read_resume`` read it (the file, or a shard of
+    it): the scene (the model that ran, bit for bit), the integrator, the float width; the engine takes every
+    run option not given again from the file itself."""
     from mjharness.integrators import ContractError, resolve_integrator
 
     a = info.attrs
-    scene = args.scene or info.model  # the model that ran, bit for bit
     cfg = a.get("integrator") or {}
     name = args.integrator or cfg.get("name")
     try:
@@ -249,26 +267,15 @@ def resume_settings(args, info) -> dict:
     except ContractError as e:
         raise CliError(f"--resume {args.resume}: cannot rebuild integrator {cfg!r} ({e}); use the Python API") \
             from None
-    outputs = args.outputs or [o for o in str(a.get("outputs") or "").split(",") if o] or None
     for key, flag in (("controller", "--controller"), ("terminate", "--terminate")):  # code is not in the file
         if a.get(key) and not getattr(args, key):
             raise CliError(f"--resume {args.resume}: the run had a {key} ({a[key]}); pass {flag} FILE.py:NAME again "
                            f"(the same function)")
-    return dict(scene=scene, label=args.scene or a.get("scene") or args.resume, integrator=name,
-                dt=args.dt or a["dt"], steps=args.steps or a["steps"],
-                record_every=args.record_every or a["record_every"],
-                seed=a["seed"] if args.seed is None else args.seed, batch=args.batch, out=None,
-                quaternion_update=args.quaternion_update or a.get("quaternion_update") or "quaternion",
-                chunk=args.chunk or a.get("chunk") or DEFAULTS["chunk"],
-                backend=requested((a.get("backend") or AUTO, f"--resume {args.resume}"), (args.backend, "--backend")),
+    return dict(scene=args.scene or info.model, label=args.scene or a.get("scene") or args.resume, integrator=name,
+                out=None, dtype=args.dtype or {True: "float64", False: "float32"}.get(a.get("x64")),
                 # the file's reason while --backend defers to the file (an explicit --backend is "asked for")
-                backend_reason={AUTO: f"the file's: {a['backend_reason']}" if a.get("backend_reason") else None
-                                }.get(args.backend),
-                outputs=outputs,
-                output_semantics=a.get("output_semantics") or args.output_semantics,
-                dtype=args.dtype or {True: "float64", False: "float32"}.get(a.get("x64")),
-                on_terminate=args.on_terminate or a.get("on_terminate") or "freeze",
-                reset_to=args.reset_to or a.get("reset_to") or "x0")
+                backend_reason=f"the file's: {a['backend_reason']}" if a.get("backend_reason") and not args.backend
+                else None, file=a)
 
 
 def fresh_settings(args, *, number_out: bool = True) -> dict:
@@ -285,29 +292,25 @@ def fresh_settings(args, *, number_out: bool = True) -> dict:
         if out != DEFAULT_OUT:
             print(f"mjharness run: {DEFAULT_OUT} exists; writing {out} (give --out, or --overwrite to replace)",
                   file=sys.stderr)
-
-    def pick(name):
-        v = getattr(args, name)
-        return DEFAULTS[name] if v is None else v
-
     return dict(scene=args.scene or DEFAULT_SCENE, label=args.scene or DEFAULT_SCENE, integrator=args.integrator,
-                dt=args.dt, steps=pick("steps"), record_every=pick("record_every"), seed=pick("seed"),
-                batch=pick("batch"), out=out, quaternion_update=args.quaternion_update or "quaternion",
-                chunk=pick("chunk"), backend=args.backend, outputs=args.outputs,
-                output_semantics=args.output_semantics, dtype=args.dtype, on_terminate=args.on_terminate or "freeze",
-                reset_to=args.reset_to or "x0")
+                out=out, dtype=args.dtype, backend_reason=None, file={})
 
 
 def rollout_kwargs(args, s: dict) -> dict:
-    """``rollout()``'s keywords from the parsed options ``args`` and the settings ``s`` (fresh or resumed)."""
-    kw = {o.rollout: getattr(args, o.dest) for o in RUN_OPTIONS if o.rollout}
-    kw.update(dt=s["dt"], steps=s["steps"], batch=s["batch"], seed=s["seed"], record_every=s["record_every"],
-              out=s["out"], resume=args.resume, chunk=s["chunk"], quaternion_update=s["quaternion_update"],
-              backend=s["backend"], outputs=s["outputs"], output_semantics=s["output_semantics"],
-              compression=None if args.compression == "none" else args.compression,
-              progress=not args.no_progress, keep=False, randomize=parse_randomize(args.randomize),
-              on_terminate=s["on_terminate"], reset_to=s["reset_to"])
-    return kw
+    """``rollout()``'s keywords from the parsed options ``args`` and the settings ``s`` (fresh or resumed): the
+    options given, the command line's defaults for a fresh run (a resume's are the file's)."""
+    kw = given_options(args)
+    if not args.resume:
+        kw = {**{k: v for k, v in DEFAULTS.items() if k not in kw}, **kw}
+    return dict(kw, out=s["out"], resume=args.resume, keep=False)
+
+
+def setting(kw: dict, s: dict, name: str):
+    """A run option's value for the command's messages: given, else the resumed file's, else the default."""
+    if kw.get(name) is not None:
+        return kw[name]
+    v = s["file"].get(name)
+    return v if v not in (None, "") else _spec.DEFAULTS[name]
 
 
 def cli_spelling(message: str) -> str:
@@ -316,12 +319,11 @@ def cli_spelling(message: str) -> str:
     import re
 
     flags = {o.rollout or o.dest: o.flag for o in RUN_OPTIONS}
-    flags.update(resume="--resume", out="--out", steps="--steps", batch="--batch", dt="--dt", seed="--seed",
-                 record_every="--record-every", chunk="--chunk", integrator="--integrator")
     names = "|".join(sorted(map(re.escape, flags), key=len, reverse=True))
     message = re.sub(rf"\b({names})=True\b", lambda m: flags[m.group(1)], message)
     message = re.sub(rf"\b({names})='([^']*)'", lambda m: f"{flags[m.group(1)]} {m.group(2)}", message)
     message = re.sub(rf"(?<![\w.-])({names})=(?!=)", lambda m: f"{flags[m.group(1)]} ", message)
+    message = re.sub(rf"^({names}) must be", lambda m: f"{flags[m.group(1)]} must be", message)  # "dt must be"
     return message.replace(" (CLI: --overwrite)", "").replace("--overwrite (CLI: --overwrite)", "--overwrite")
 
 
@@ -403,15 +405,15 @@ def param_arrays(params, scene) -> dict:
     """model_params (B, *field shape) from the nominal values with each ``--param`` index set per world."""
     import numpy as np
 
-    from mjharness.rollout.engine.params import resolve_param
-    from mjharness.rollout.engine.plan import _field, backend_model
+    from mjharness.rollout.engine.params import field_value, resolve_param
+    from mjharness.rollout.engine.plan import backend_model
 
     arrays = {}
     for key, values in params:
         field, idx = resolve_param(scene.model, scene.mjx_model, key)
         base = arrays.get(field)
         if base is None:
-            nominal = np.asarray(_field(backend_model(scene), field), np.float64)
+            nominal = np.asarray(field_value(backend_model(scene), field), np.float64)
             base = arrays[field] = np.broadcast_to(nominal, (len(values),) + nominal.shape).copy()
         for w, v in enumerate(values):
             base[(w, *idx)] = v

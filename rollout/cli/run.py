@@ -33,6 +33,7 @@ from .options import (
     parse_params,
     resume_settings,
     rollout_kwargs,
+    setting,
 )
 from .summary import episode_lines, flagged_lines
 
@@ -52,15 +53,16 @@ def subject(args) -> str:
     return f"scene {scene_label(args.scene or DEFAULT_SCENE)!r}"
 
 
-def _header(s: dict, scene, why: str, process) -> str:
+def _header(s: dict, kw: dict, scene, why: str, process) -> str:
     from mjharness.integrators import resolve_integrator
 
+    dt, batch = setting(kw, s, "dt"), setting(kw, s, "batch")
     name = resolve_integrator(s["integrator"]).name if s["integrator"] else f"{scene.default_integrator} (the scene's)"
-    dt = f"{s['dt']:g}" if s["dt"] is not None else f"{scene.model.opt.timestep:g} (the scene's)"
-    batch = s["batch"] if s["batch"] is not None else "(the file's)"
+    dt = f"{dt:g}" if dt is not None else f"{scene.model.opt.timestep:g} (the scene's)"
     procs = f", {process[1]} processes" if process else ""
-    return (f"mjharness run: {scene_label(s['label'])}, {name}, dt={dt}, {s['steps']} steps, batch {batch}, "
-            f"record every {s['record_every']}{procs}, backend {scene.backend} ({why})")
+    return (f"mjharness run: {scene_label(s['label'])}, {name}, dt={dt}, {setting(kw, s, 'steps')} steps, batch "
+            f"{batch if batch is not None else '(the file' + chr(39) + 's)'}, record every "
+            f"{setting(kw, s, 'record_every')}{procs}, backend {scene.backend} ({why})")
 
 
 def command(args) -> int:
@@ -71,6 +73,7 @@ def command(args) -> int:
         return 0
     check_args(args)  # every option, file and spec, before JAX, MJX or the scene load (a second or more)
     import_mujoco(args)
+    from mjharness.adapters.backends import AUTO, requested
     from mjharness.rollout.engine import RolloutError, rollout
     from mjharness.rollout.engine.plan import needs_sensors, resolve_run_scene, run_needs
 
@@ -90,21 +93,26 @@ def command(args) -> int:
 
         jax.config.update("jax_enable_x64", s["dtype"] == "float64")
     params, n_param = parse_params(args.param)
+    kw = rollout_kwargs(args, s)
     if params:
         if args.resume:
             raise CliError("--param with --resume: a resume takes the per-world parameters from the file")
         if args.batch is not None and args.batch != n_param:
             raise CliError(f"--param gives {n_param} worlds (one per value) but --batch is {args.batch}")
-        s["batch"] = n_param
-    kw = rollout_kwargs(args, s)
+        kw["batch"] = n_param
     if info is not None and process is None:
         kw["resume"] = info  # the engine takes the file as read here (one open)
-    if kw["progress"] and (process is None or process[0] == 0):  # loading can take seconds (MJX's trace check)
+    if kw.get("progress", True) and (process is None or process[0] == 0):  # loading can take seconds (MJX check)
         print(f"mjharness run: loading {scene_label(s['label'])}...", file=sys.stderr, flush=True)
-    scene, why = resolve_run_scene(s["scene"], mjx=args.mjx, quaternion_update=s["quaternion_update"],
-                                   backend=kw["backend"], needs=run_needs(dict(params), kw["outputs"], kw["randomize"]),
-                                   unsupported_contacts=args.unsupported_contacts,
-                                   need_sensors=needs_sensors(kw["outputs"]) or bool(args.controller or args.terminate))
+    outputs = setting(kw, s, "outputs")
+    outputs = tuple(o for o in outputs.split(",") if o) if isinstance(outputs, str) else outputs
+    backend = requested((s["file"].get("backend") or AUTO, f"--resume {args.resume}"), (kw.get("backend", AUTO),
+                                                                                       "--backend"))
+    scene, why = resolve_run_scene(s["scene"], mjx=setting(kw, s, "mjx"),
+                                   quaternion_update=setting(kw, s, "quaternion_update"), backend=backend,
+                                   needs=run_needs(dict(params), outputs, kw.get("randomize")),
+                                   unsupported_contacts=setting(kw, s, "unsupported_contacts"),
+                                   need_sensors=needs_sensors(outputs) or bool(args.controller or args.terminate))
     why = s.get("backend_reason") or why
     if hasattr(scene, "backend_note"):  # the file records why, not "asked for" (the CLI resolved the scene itself)
         scene.backend_note = why
@@ -113,14 +121,14 @@ def command(args) -> int:
     if args.ctrl and args.controller:
         raise CliError("--ctrl and --controller both give the controls: pass one")
     if args.ctrl:
-        batch = kw["batch"] if kw["batch"] is not None else info.batch
-        kw["ctrl"] = load_ctrl(args.ctrl, scene.model, batch, kw["steps"])
+        batch = kw.get("batch") or info.batch
+        kw["ctrl"] = load_ctrl(args.ctrl, scene.model, batch, setting(kw, s, "steps"))
     if args.controller:
         kw["ctrl"] = load_controller(args.controller, scene.model)
     if args.terminate:
         kw["terminate"] = load_terminate(args.terminate)
     if process is None or process[0] == 0:
-        print(_header(s, scene, why, process), file=sys.stderr)
+        print(_header(s, kw, scene, why, process), file=sys.stderr)
     try:
         r = rollout(scene, s["integrator"], **kw)
     except RolloutError as e:  # the run specification's words are Python's: say them as the command line does

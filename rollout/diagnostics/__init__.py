@@ -1,5 +1,5 @@
 """Diagnostics: the device-call watchdog (a stall becomes an error, not a hang) and the reproduction of
-the batched-MJX hang of issue 9 (``hangrepro``, imported on use: it loads MuJoCo and MJX)."""
+the batched-MJX hang of jax 0.10 (``hangrepro``, imported on use: it loads MuJoCo and MJX)."""
 
 from .watchdog import DEFAULT_TIMEOUT_S, ENV_VAR, DeviceStallError, Watchdog, call_with_watchdog, watchdog_timeout
 

@@ -1,4 +1,4 @@
-"""Reproduction of issue 9: batched ``mjx.step`` on a humanoid-scale scene, hanging on some jax versions.
+"""Reproduction of the batched-MJX hang: batched ``mjx.step`` on a humanoid-scale scene, hanging on some jax versions.
 
     mjharness hangrepro --batch 64 --steps 200 --dtype float32 [--mode loop|scan] [--scene humanoid]
         [--solver newton|cg] [--iterations N] [--ls-iterations N] [--devices N] [--xla-flags "..."]

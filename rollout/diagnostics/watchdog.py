@@ -1,4 +1,4 @@
-"""A guard against device calls that never return (issue 9): a stall becomes an error, not a hang.
+"""A guard against device calls that never return (the batched-MJX hang): a stall becomes an error, not a hang.
 
 jax/jaxlib 0.10.x on CPU hang executing batched humanoid-scale ``mjx.step`` calls (measured: batch 64
 sharded over two CPU devices, every 0.10.x; 0.9.2 runs): the CPU goes idle, XLA's worker threads wait
@@ -44,8 +44,8 @@ __all__ = ["DeviceStallError", "Watchdog", "call_with_watchdog", "watchdog_timeo
 
 ENV_VAR = "MJHARNESS_WATCHDOG_S"
 DEFAULT_TIMEOUT_S = 300.0
-# Process CPU time per wall second above which a CPU-backend call counts as working. The hang reported
-# in issue 9 left the CPU idle; a real XLA CPU computation uses about one core or more.
+# Process CPU time per wall second above which a CPU-backend call counts as working. The batched-MJX hang
+# of jax 0.10 left the CPU idle; a real XLA CPU computation uses about one core or more.
 _CPU_BUSY_CORES = 0.1
 # Innermost frames in these JAX modules mean "compiling or reading the compile cache": progress.
 _COMPILE_FILES = ("compiler.py", "compilation_cache.py", "cache_key.py")
@@ -70,7 +70,7 @@ class DeviceStallError(FaultError, RuntimeError):
             f"device call made no progress for {stalled_s:.1f} s (limit {timeout_s:g} s; call running "
             f"{elapsed_s:.1f} s) at {named}; the worker is stuck at {where}. The call cannot be "
             f"cancelled: restart the process. A known cause is jax/jaxlib 0.10.x on CPU with a large MJX "
-            f"scene sharded over several CPU devices (issue 9, README: use jax<0.10); set {ENV_VAR} "
+            f"scene sharded over several CPU devices (README: use jax<0.10); set {ENV_VAR} "
             f"(seconds, 0 = off) or timeout_s to change the limit."
         )
 

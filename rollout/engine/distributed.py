@@ -19,11 +19,12 @@ import jax
 import numpy as np
 
 from ..errors import RolloutFaultError
+from ..h5.format import decode_attr
 from ..h5.join import join_shards, shard_attr, shard_path, shard_paths
 from .plan import RolloutError, initial_states, make_plan, needs_sensors, resolve_scene, run_needs
 from .results import RolloutResult
 from .run import PHASES, execute
-from .spec import RunSpec, check_spec
+from .spec import RunSpec, check_spec, file_settings
 
 ENV = ("MJHARNESS_COORDINATOR", "MJHARNESS_NUM_PROCESSES", "MJHARNESS_PROCESS_ID")
 HEARTBEAT_S = 10      # a silent peer is declared dead after this
@@ -125,6 +126,8 @@ def _restart_missing_shard(scene, integrator, spec: RunSpec, *, joined: str, k: 
     with open_rollout(siblings[0]) as f:
         a = f.attrs
         lo_s, x0_s, per_world = int(a.get("world_offset", 0)), f.x0, f.model_params
+        raw = {key: decode_attr(v) for key, v in f.h5.attrs.items()}
+    spec = file_settings(spec, raw)  # the options not given again are the run's, as its sibling recorded them
     batch = int(a.get("global_batch") or 0)
     if not batch or per_world:
         raise RolloutError(f"resume: shard {shard_path(joined, k, n)} is missing and cannot be rebuilt "
@@ -173,7 +176,7 @@ def distributed_rollout(scene, integrator=None, spec: RunSpec | None = None, **o
         # Process 0 under the combined bar still says what it loads and compiles (the phase lines, no bar of its own).
         progress = (PHASES if bar is not None else True) if spec.execution.progress and k == 0 else False
         r = _run_shard(plan, spec, resumed, progress=progress)
-        stats = dict(r.stats, process=k, processes=n, shard=plan.out)
+        stats = dict(r.stats, process=k, processes=n, shard=plan.record.out)
         barrier("mjharness:done")
         done = True
     finally:
@@ -203,14 +206,14 @@ def _local_scene_spec(scene, spec: RunSpec, k: int):
 def _plan_shard(scene, integrator, spec: RunSpec, *, joined: str, k: int, n: int):
     """(process k's plan, whether it continues its shard); a resume whose shard is missing starts it afresh."""
     plan = _shard_plan(scene, integrator, spec, joined=joined, resume=spec.storage.resume is not None, k=k, n=n)
-    return plan, spec.storage.resume is not None and os.path.isfile(plan.out)
+    return plan, spec.storage.resume is not None and os.path.isfile(plan.record.out)
 
 
 def _run_shard(plan, spec: RunSpec, resumed: bool, *, progress):
     """Run process k's plan into its shard (and label its worlds by global index)."""
-    r = execute(plan, progress=progress, compression=spec.storage.compression, watchdog_s=spec.execution.watchdog_s,
-                keep=False, resume=resumed)
-    _write_world_index(plan.out, plan.world_offset, plan.x0.shape[0])
+    assert resumed == (plan.resume is not None) and not plan.spec.recording.keep
+    r = execute(plan, progress=progress)
+    _write_world_index(plan.record.out, plan.start.world_offset, plan.start.x0.shape[0])
     return r
 
 
@@ -222,8 +225,8 @@ def _run_bar(plan, joined: str, n: int, *, fresh: bool):
     from .shard_progress import ShardProgress
 
     tqdm.write(f"rollout: {n} processes; the bar follows the slowest (pK: process K's step)", file=sys.stderr)
-    return ShardProgress(shard_paths(joined, n), steps=plan.steps, record_every=plan.record_every, own=0,
-                         fresh=fresh, initial=plan.start_step)
+    return ShardProgress(shard_paths(joined, n), steps=plan.record.steps, record_every=plan.record.record_every, own=0,
+                         fresh=fresh, initial=plan.start.start_step)
 
 
 def _joined_result(out, r, stats) -> RolloutResult:

@@ -39,10 +39,10 @@ import numpy as np
 from mjharness.integrators import STATUS_TERMINATED
 
 from ..errors import RolloutError
+from .checks import RolloutTypeError
 
 CTRL, EPISODE, EPISODE_START, PENDING = "ctrl", "episode", "episode_start", "terminated"
 CONTROLLER = "controller"   # prefix of the controller state's carry entries
-ON_TERMINATE = ("freeze", "reset")
 
 
 @dataclass(frozen=True, eq=False)
@@ -270,6 +270,10 @@ def check_termination(term: Termination, x0: np.ndarray, sensor_dim: int, world0
                            f"{type(e).__name__}: {e}") from e
     if np.shape(out) != ():
         raise RolloutError(f"terminate(t, x) must return one bool per world (shape ()), returned shape {np.shape(out)}")
+    kind = np.asarray(out).dtype
+    if kind != np.bool_:  # t - 0.005 (a float) would end every world whose value is not exactly 0
+        raise RolloutTypeError(f"terminate(t, x) must return a bool (e.g. t > 0.005), returned {kind} "
+                               f"{np.asarray(out)!r} on world 0")
     abs_ = (jax.ShapeDtypeStruct((), jnp.float64), jax.ShapeDtypeStruct((x0.shape[1],), jnp.float64)) + tuple(
         jax.ShapeDtypeStruct(s.shape, jnp.float64) for s in sd) + tuple(jax.ShapeDtypeStruct((), jnp.int64) for _ in wd)
     return ("jax" if _traceable(term.fn, *abs_) else "host"), sensors

@@ -8,7 +8,6 @@ resumed run restarts from the file's last flushed sample: its state, carry and s
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import sys
 import time as _time
@@ -39,29 +38,30 @@ def _pad(a, Bp, axis=0):
 
 
 def _static(plan: Plan, Bp: int) -> ChunkStatic:
-    return ChunkStatic(integ=plan.integ, kind=plan.kind, ctrl_mode=plan.ctrl_mode, ctrl_fn=plan.ctrl_fn,
-                       params=tuple((k, v.shape[1:]) for k, v in plan.params.items()), carry=plan.carry_spec,
-                       samples=plan.chunk // plan.record_every, record_every=plan.record_every, batch=Bp,
-                       n=plan.x0.shape[1], nu=plan.view.nu, devices=plan.devices, outputs=plan.outputs,
-                       semantics=plan.output_semantics, episodes=plan.episodes)
+    ph, rec = plan.physics, plan.record
+    return ChunkStatic(integ=ph.integ, kind=ph.kind, ctrl_mode=plan.control.mode, ctrl_fn=plan.control.fn,
+                       params=tuple((k, v.shape[1:]) for k, v in plan.params.fields.items()), carry=plan.carry.spec,
+                       samples=rec.chunk // rec.record_every, record_every=rec.record_every, batch=Bp,
+                       n=plan.start.x0.shape[1], nu=ph.view.nu, devices=plan.devices, outputs=rec.outputs,
+                       semantics=rec.semantics, episodes=plan.loop.episodes)
 
 
 def _start_state(plan: Plan):
     """(x, carry, status, status_step) on the host where the run starts (a resumed file's last flushed sample)."""
-    B = plan.x0.shape[0]
-    x, carry = plan.x0, dict(plan.carry0)
+    B = plan.start.x0.shape[0]
+    x, carry = plan.start.x0, dict(plan.carry.initial)
     status, status_step = np.zeros(B, np.int8), np.full(B, -1, np.int64)
     info = plan.resume
     if info is None:
         return x, carry, status, status_step
-    if plan.carry_spec and info.carry_layout:  # (a file from before /carry starts cold)
+    if plan.carry.spec and info.carry_layout:  # (a file from before /carry starts cold)
         carry = {name: np.asarray(info.carry_last[name]).reshape((B,) + tuple(shape))
-                 for name, shape in plan.carry_spec}
+                 for name, shape in plan.carry.spec}
     if info.x_last is not None:
         x = info.x_last
         status, status_step = info.status.copy(), info.status_step.copy()
         # A world that failed after the resumed sample (in unrecorded trailing steps) runs again.
-        again = status_step >= plan.start_step
+        again = status_step >= plan.start.start_step
         status[again], status_step[again] = 0, -1
     return x, carry, status, status_step
 
@@ -73,33 +73,33 @@ def _flat_carry(carries: dict, spec, S: int, B: int) -> np.ndarray | None:
 
 
 def _file_spec(plan: Plan, T: int, S: int, compression) -> h5.FileSpec:
-    scene, view = plan.scene, plan.view
+    scene, view = plan.physics.scene, plan.physics.view
     model = view.model
-    B = plan.x0.shape[0]
+    B = plan.start.x0.shape[0]
     return h5.FileSpec(
         attrs=plan.attrs, model=model, compat_log=list(view.compat_log),
-        layout=h5.layout_table(scene.layout, view.joint_of), x0=plan.x0,
-        model_params=plan.params, model_param_attrs=_param_attrs(plan), samples=T, qpos=view.qpos_segment,
+        layout=h5.layout_table(scene.layout, view.joint_of), x0=plan.start.x0,
+        model_params=plan.params.fields, model_param_attrs=_param_attrs(plan), samples=T, qpos=view.qpos_segment,
         qvel=view.qvel_segment, time_chunk=S, compression=compression,
         sample_dtype="f8" if plan.attrs["x64"] else "f4",  # the file's samples have the run's float width
-        carry_layout=tuple((name, tuple(shape)) for name, shape in plan.carry_spec),
-        carry0=_flat_carry({k: v[None] for k, v in plan.carry0.items()}, plan.carry_spec, 1, B)[0]
-        if plan.carry_spec else None, outputs=_output_records(plan),
-        sensors=tuple(sensor_table(model)) if any(o.field == "sensordata" for o in plan.outputs) else (),
-        carry_views=tuple(name for name in CARRY_VIEWS if name in dict(plan.carry_spec)) if plan.episodes else (),
+        carry_layout=tuple((name, tuple(shape)) for name, shape in plan.carry.spec),
+        carry0=_flat_carry({k: v[None] for k, v in plan.carry.initial.items()}, plan.carry.spec, 1, B)[0]
+        if plan.carry.spec else None, outputs=_output_records(plan),
+        sensors=tuple(sensor_table(model)) if any(o.field == "sensordata" for o in plan.record.outputs) else (),
+        carry_views=tuple(name for name in CARRY_VIEWS if name in dict(plan.carry.spec)) if plan.loop.episodes else (),
         source_xml=scene_info(model).source_xml if model is not None else None, code=_code(plan),
-        ctrl_input=plan.ctrl if plan.ctrl_mode == "array" else None)
+        ctrl_input=plan.control.array if plan.control.mode == "array" else None)
 
 
 def _code(plan: Plan) -> dict:
     """{role: function} of every function the run calls, kept in the file with its source (``/code``)."""
-    ep = plan.episodes
-    code = {"ctrl": plan.ctrl_fn} if plan.ctrl_mode == "callable" else {}
+    ep = plan.loop.episodes
+    code = {"ctrl": plan.control.fn} if plan.control.mode == "callable" else {}
     if ep is not None and ep.controller is not None:
         code.update({"controller.init": ep.controller.init, "controller.step": ep.controller.step})
     if ep is not None and ep.terminate is not None:
         code["terminate"] = ep.terminate.fn
-    code.update({f"output.{o.name}": o.fn for o in plan.outputs if o.fn is not None})
+    code.update({f"output.{o.name}": o.fn for o in plan.record.outputs if o.fn is not None})
     return code
 
 
@@ -109,38 +109,40 @@ CARRY_VIEWS = (_ep.CTRL, _ep.EPISODE)
 
 def _param_attrs(plan: Plan) -> dict:
     """{field: {"randomize": {KEY: DIST}}}: each randomized field's distributions, as the file records them."""
-    rand = json.loads(plan.attrs["randomize"]) if plan.attrs.get("randomize") else {}
+    rand = plan.params.randomize or {}
     out = {}
     for key, dist in rand.items():
         out.setdefault(key.partition(":")[0].partition("[")[0], {}).setdefault("randomize", {})[key] = dist
-    return {name: a for name, a in out.items() if name in plan.params}
+    return {name: a for name, a in out.items() if name in plan.params.fields}
 
 
 def _output_records(plan: Plan) -> tuple:
-    return tuple((o.name, o.shape, output_attrs(o, plan.output_semantics), o.labels, o.comps) for o in plan.outputs)
+    rec = plan.record
+    return tuple((o.name, o.shape, output_attrs(o, rec.semantics), o.labels, o.comps) for o in rec.outputs)
 
 
 def _input_maker(plan: Plan, i_in: ChunkInput, Bp: int):
     """``chunk_input(k)``: the chunk's inputs on the devices (constants put once, controls per chunk)."""
     put = jax.device_put
-    B = plan.x0.shape[0]
+    B = plan.start.x0.shape[0]
     wids = np.arange(Bp, dtype=np.int64)
     wids[B:] = B - 1
-    wids += plan.world_offset  # global world index: noise streams do not depend on the process split
+    wids += plan.start.world_offset  # global world index: noise streams do not depend on the process split
     wids_d = put(wids, i_in.wids)
-    params = tuple(put(_pad(v, Bp), sh) for v, sh in zip(plan.params.values(), i_in.params))
-    reset = () if not plan.reset else (put(_pad(plan.reset[0], Bp), i_in.reset[0]),
-                                       {k: put(_pad(v, Bp), i_in.reset[1][k]) for k, v in plan.reset[1].items()})
-    consts = StepConstants(put(np.float64(plan.t0), i_in.consts.t0), put(np.float64(plan.dt), i_in.consts.dt),
-                           put(np.int64(plan.steps), i_in.consts.steps), put(np.int64(plan.seed), i_in.consts.seed))
+    params = tuple(put(_pad(v, Bp), sh) for v, sh in zip(plan.params.fields.values(), i_in.params))
+    reset = () if not plan.loop.reset else (put(_pad(plan.loop.reset[0], Bp), i_in.reset[0]),
+                                       {k: put(_pad(v, Bp), i_in.reset[1][k]) for k, v in plan.loop.reset[1].items()})
+    c = i_in.consts
+    consts = StepConstants(put(np.float64(plan.start.t0), c.t0), put(np.float64(plan.physics.dt), c.dt),
+                           put(np.int64(plan.record.steps), c.steps), put(np.int64(plan.start.seed), c.seed))
 
     def chunk_input(k) -> ChunkInput:
-        if plan.ctrl_mode != "array":
+        if plan.control.mode != "array":
             u = put(np.zeros((), np.float64), i_in.ctrl)
         else:
-            u = plan.ctrl[:, k:k + plan.chunk]
-            if u.shape[1] < plan.chunk:  # masked steps past the end: any finite value
-                u = np.concatenate([u, np.zeros((B, plan.chunk - u.shape[1], u.shape[2]))], axis=1)
+            u = plan.control.array[:, k:k + plan.record.chunk]
+            if u.shape[1] < plan.record.chunk:  # masked steps past the end: any finite value
+                u = np.concatenate([u, np.zeros((B, plan.record.chunk - u.shape[1], u.shape[2]))], axis=1)
             u = put(np.ascontiguousarray(_pad(u, Bp).transpose(1, 0, 2)), i_in.ctrl)
         return ChunkInput(k0=put(np.int64(k), i_in.k0), consts=consts, wids=wids_d, ctrl=u, params=params,
                           reset=reset)
@@ -149,7 +151,7 @@ def _input_maker(plan: Plan, i_in: ChunkInput, Bp: int):
 
 
 def _device_state(x, carry, status, status_step, s_in: WorldState, Bp: int) -> WorldState:
-    # Copies: the state is donated to the chunk function and must not alias plan.x0 or a file's data.
+    # Copies: the state is donated to the chunk function and must not alias plan.start.x0 or a file's data.
     put = jax.device_put
     return WorldState(x=put(_pad(np.array(x, np.float64), Bp), s_in.x),
                       carry={k: put(_pad(np.array(v, np.float64), Bp), s_in.carry[k]) for k, v in carry.items()},
@@ -158,14 +160,14 @@ def _device_state(x, carry, status, status_step, s_in: WorldState, Bp: int) -> W
 
 
 def _open_writer(plan: Plan, resume: bool, S: int, compression):
-    if plan.out is None:
+    if plan.record.out is None:
         return None
     if resume:
-        h5.extend_rollout_file(plan.out, plan.samples, {"steps": plan.attrs["steps"]},
-                               start=plan.start_step // plan.record_every)
+        h5.extend_rollout_file(plan.record.out, plan.record.samples, {"steps": plan.attrs["steps"]},
+                               start=plan.start.start_step // plan.record.record_every)
     else:
-        h5.create_rollout_file(plan.out, _file_spec(plan, plan.samples, S, compression))
-    return h5.RolloutWriter(plan.out)
+        h5.create_rollout_file(plan.record.out, _file_spec(plan, plan.record.samples, S, compression))
+    return h5.RolloutWriter(plan.record.out)
 
 
 def _memory(plan: Plan, keep: bool):
@@ -173,11 +175,11 @@ def _memory(plan: Plan, keep: bool):
     file's samples filled in."""
     if not keep:
         return None, None, None
-    B, n = plan.x0.shape
-    xs_mem = np.empty((plan.samples, B, n))
-    outs = {o.name: np.full((plan.samples, B) + o.shape, np.nan) for o in plan.outputs}
-    loop = {name: np.full((plan.samples, B) + tuple(shape), np.nan) for name, shape in _loop_spec(plan)}
-    j_start = plan.start_step // plan.record_every
+    B, n = plan.start.x0.shape
+    xs_mem = np.empty((plan.record.samples, B, n))
+    outs = {o.name: np.full((plan.record.samples, B) + o.shape, np.nan) for o in plan.record.outputs}
+    loop = {name: np.full((plan.record.samples, B) + tuple(shape), np.nan) for name, shape in _loop_spec(plan)}
+    j_start = plan.start.start_step // plan.record.record_every
     if j_start > 0:
         held = plan.resume.prefix if plan.resume is not None else None
         assert held is not None, "a resumed run that keeps its trajectory reads the file's samples with its plan"
@@ -190,7 +192,7 @@ def _memory(plan: Plan, keep: bool):
 
 
 def _loop_spec(plan: Plan) -> tuple:
-    return plan.episodes.carry_spec() if plan.episodes is not None else ()
+    return plan.loop.episodes.carry_spec() if plan.loop.episodes is not None else ()
 
 
 def _note_flags(flags: dict, specs, outputs: dict, j0: int) -> None:
@@ -204,13 +206,13 @@ def _note_flags(flags: dict, specs, outputs: dict, j0: int) -> None:
 
 def _loop(plan: Plan, st: ChunkStatic, compiled, state, chunk_input, *, writer, xs_mem, outs_mem, guard, bar,
           host, flags=None, loop_mem=None):
-    """Run the chunks from ``plan.start_step``; returns the host (status, status_step, carry) at the end.
+    """Run the chunks from ``plan.start.start_step``; returns the host (status, status_step, carry) at the end.
     ``flags`` (a dict) collects the rows the outputs flag (``_note_flags``)."""
-    B = plan.x0.shape[0]
-    T, R, S = plan.samples, plan.record_every, st.samples
+    B = plan.start.x0.shape[0]
+    T, R, S = plan.record.samples, plan.record.record_every, st.samples
     st_h, sst_h, carry_h = host  # a resumed run that is already complete runs no chunk
-    k = plan.start_step
-    while k < plan.steps:
+    k = plan.start.start_step
+    while k < plan.record.steps:
         interrupts.check()  # an interrupt a gc callback swallowed (during loading, compiling, a chunk) ends here
         inp = chunk_input(k)
         out = guard(compiled, state, inp, step=k) if guard is not None else jax.block_until_ready(
@@ -224,20 +226,20 @@ def _loop(plan: Plan, st: ChunkStatic, compiled, state, chunk_input, *, writer, 
         xs, st_h, sst_h = xs[:nvalid, :B], st_h[:B], sst_h[:B]
         os_ = {name: np.asarray(v)[:nvalid, :B] for name, v in os_.items()}
         if flags is not None:
-            _note_flags(flags, plan.outputs, os_, j0)
+            _note_flags(flags, plan.record.outputs, os_, j0)
         if outs_mem is not None:
             for name, v in os_.items():
                 outs_mem[name][j0:j0 + nvalid] = v
-        times = plan.t0 + (np.arange(j0, j0 + nvalid) + 1) * R * plan.dt
+        times = plan.start.t0 + (np.arange(j0, j0 + nvalid) + 1) * R * plan.physics.dt
         if xs_mem is not None and not np.may_share_memory(xs, xs_mem):  # (host chunks wrote theirs in place)
             xs_mem[j0:j0 + nvalid] = xs
         for name, v in (loop_mem or {}).items():
             v[j0:j0 + nvalid] = np.asarray(cs[name])[:nvalid, :B]
         if writer is not None and nvalid:
-            flat = _flat_carry(cs, plan.carry_spec, S, st.batch)
+            flat = _flat_carry(cs, plan.carry.spec, S, st.batch)
             writer.put(j0, times, xs, st_h, sst_h, carry=None if flat is None or not writer.has_carry
                        else flat[:nvalid, :B], outputs=os_)
-        k_next = min(k + plan.chunk, plan.steps)
+        k_next = min(k + plan.record.chunk, plan.record.steps)
         if bar is not None:
             bar.update(k_next - k)
             bar.set_postfix_str(_bar_text(st_h[:B], cs, plan, B), refresh=False)
@@ -247,12 +249,13 @@ def _loop(plan: Plan, st: ChunkStatic, compiled, state, chunk_input, *, writer, 
 
 def _host_loop(plan: Plan, B: int):
     """The run's closed loop on host arrays (``host_loop.HostLoop``) for a backend stepping whole segments, or None."""
-    if plan.episodes is None or plan.ctrl_mode not in ("controller", "none", "array"):
+    if plan.loop.episodes is None or plan.control.mode not in ("controller", "none", "array"):
         return None
     from .host_loop import HostLoop
 
-    wids = plan.world_offset + np.arange(B, dtype=np.int64)
-    return HostLoop(plan.episodes, t0=plan.t0, dt=plan.dt, seed=plan.seed, wids=wids, reset=plan.reset)
+    wids = plan.start.world_offset + np.arange(B, dtype=np.int64)
+    return HostLoop(plan.loop.episodes, t0=plan.start.t0, dt=plan.physics.dt, seed=plan.start.seed, wids=wids,
+                    reset=plan.loop.reset)
 
 
 def _host_chunks(plan: Plan, B: int, sink: dict):
@@ -261,24 +264,25 @@ def _host_chunks(plan: Plan, B: int, sink: dict):
     gives what the compiled one does (``WorldState``, ``ChunkOutput``), as host arrays. ``sink`` (filled once the
     run's memory exists): ``xs`` the in-memory trajectory (T, B, n) the chunks write their samples into in place,
     ``carries`` whether the carry after each sample is needed (a file records it)."""
-    if plan.view.chunk_runner is None:
+    if plan.physics.view.chunk_runner is None:
         return None
-    req = ChunkRequest(integ=plan.integ, kind=plan.kind, dt=plan.dt, t0=plan.t0, steps=plan.steps,
-                       record_every=plan.record_every, chunk=plan.chunk, ctrl_mode=plan.ctrl_mode,
-                       params=tuple(plan.params.items()), carry=plan.carry_spec, outputs=plan.outputs,
-                       semantics=plan.output_semantics, closed_loop=plan.episodes is not None,
+    ph, rec = plan.physics, plan.record
+    req = ChunkRequest(integ=ph.integ, kind=ph.kind, dt=ph.dt, t0=plan.start.t0, steps=rec.steps,
+                       record_every=rec.record_every, chunk=rec.chunk, ctrl_mode=plan.control.mode,
+                       params=tuple(plan.params.fields.items()), carry=plan.carry.spec, outputs=rec.outputs,
+                       semantics=rec.semantics, closed_loop=plan.loop.episodes is not None,
                        loop=_host_loop(plan, B))
-    runner = plan.view.chunk_runner(req, B)
+    runner = plan.physics.view.chunk_runner(req, B)
     if runner is None:
         return None
 
     def chunk_input(k):
-        return k, (plan.ctrl[:, k:k + plan.chunk] if plan.ctrl_mode == "array" else None)
+        return k, (plan.control.array[:, k:k + plan.record.chunk] if plan.control.mode == "array" else None)
 
-    S, T = plan.chunk // plan.record_every, plan.samples
+    S, T = plan.record.chunk // plan.record.record_every, plan.record.samples
 
     def run(state: WorldState, inp) -> ChunkOutput:
-        j0, xs = inp[0] // plan.record_every, sink.get("xs")
+        j0, xs = inp[0] // plan.record.record_every, sink.get("xs")
         dest = xs[j0:j0 + S] if xs is not None and j0 + S <= T else None  # a whole chunk of rows fits: in place
         r = runner(*state, *inp, dest=dest, carries=sink.get("carries", True))
         return ChunkOutput(state=WorldState(r.x, r.carry, r.status, r.status_step), xs=r.xs, carries=r.carries,
@@ -287,9 +291,14 @@ def _host_chunks(plan: Plan, B: int, sink: dict):
     return run, chunk_input
 
 
-def execute(plan: Plan, *, progress, compression, watchdog_s, keep, resume) -> RolloutResult:
-    scene = plan.scene
-    B = plan.x0.shape[0]
+def execute(plan: Plan, *, progress: bool | str | None = None) -> RolloutResult:
+    """Carry out ``plan``: compile (or not, on a host backend), open the file, run the chunks, stream them.
+    ``progress``: the spec's unless given (``PHASES``: the phase lines only)."""
+    ex, keep, resume = plan.spec.execution, plan.spec.recording.keep, plan.resume is not None
+    progress = ex.progress if progress is None else progress
+    compression, watchdog_s = plan.spec.storage.compression, ex.watchdog_s
+    scene = plan.physics.scene
+    B = plan.start.x0.shape[0]
     ndev = len(plan.devices)
     st = _static(plan, -(-B // ndev) * ndev)
     x, carry, status, status_step = _start_state(plan)
@@ -301,19 +310,20 @@ def execute(plan: Plan, *, progress, compression, watchdog_s, keep, resume) -> R
         st = dataclasses.replace(st, batch=B)
         (compiled, chunk_input), state = host, WorldState(x, carry, status, status_step)
         compile_s, trace_s, trace_source = 0.0, 0.0, "host"
-        say(f"{plan.attrs.get('backend')} runs whole chunks of {plan.chunk} steps natively (batch {B}): nothing "
+        say(f"{plan.physics.view.backend} runs whole chunks of {plan.record.chunk} steps natively (batch {B}): nothing "
             f"to compile")
     else:
         (s_in, i_in), _ = shardings(st)
         chunk_input = _input_maker(plan, i_in, st.batch)
         state = _device_state(x, carry, status, status_step, s_in, st.batch)
-        say(f"compiling the chunk function ({plan.attrs.get('backend') or 'jax'}, batch {B}, {plan.chunk} steps per "
-            f"chunk)...")
-        compiled, compile_s, trace_s, trace_source = compiled_chunk(scene, st, (state, chunk_input(plan.start_step)))
+        say(f"compiling the chunk function ({plan.physics.view.backend or 'jax'}, batch {B}, {plan.record.chunk} "
+            f"steps per chunk)...")
+        first = (state, chunk_input(plan.start.start_step))
+        compiled, compile_s, trace_s, trace_source = compiled_chunk(scene, st, first)
         say(f"compiled in {compile_s:.1f} s ({COMPILE_SOURCES.get(trace_source, trace_source)})")
 
     # Only now (inputs checked, function compiled) does anything touch the disk, under the file's writer lock.
-    lock = h5.FileLock(plan.out).acquire() if plan.out else None
+    lock = h5.FileLock(plan.record.out).acquire() if plan.record.out else None
     try:
         with interrupts.deferred():  # Ctrl-C here leaves a whole (empty, resumable) file, not half of one
             writer = _open_writer(plan, resume, st.samples, compression)
@@ -322,8 +332,8 @@ def execute(plan: Plan, *, progress, compression, watchdog_s, keep, resume) -> R
         raise
     xs_mem, outs_mem, loop_mem = _memory(plan, keep)
     sink.update(xs=xs_mem, carries=writer is not None)
-    guard = _watchdog(watchdog_s, plan.view.name, B)
-    bar = _progress(progress and progress != PHASES, plan.steps, plan.start_step)
+    guard = _watchdog(watchdog_s, plan.physics.view.name, B)
+    bar = _progress(progress and progress != PHASES, plan.record.steps, plan.start.start_step)
     t_run, c_run = _time.perf_counter(), _time.process_time()
     done = False
     flags: dict = {}
@@ -338,12 +348,12 @@ def execute(plan: Plan, *, progress, compression, watchdog_s, keep, resume) -> R
         try:
             if writer is not None:
                 writer.close(complete=done)
-                if done and plan.episodes is not None and plan.episodes.terminate is not None:
-                    h5.write_episode_table(plan.out)  # /episodes for generic readers (the reader derives it too)
+                if done and plan.loop.episodes is not None and plan.loop.episodes.terminate is not None:
+                    h5.write_episode_table(plan.record.out)  # /episodes for generic readers (the reader derives it too)
         finally:
             lock and lock.release()
     run_s, run_cpu_s = _time.perf_counter() - t_run, _time.process_time() - c_run
-    steps_run = plan.steps - plan.start_step
+    steps_run = plan.record.steps - plan.start.start_step
     stats = dict(wall_s=_time.perf_counter() - t_wall, compile_s=compile_s, trace_s=trace_s, run_s=run_s,
                  run_cpu_s=run_cpu_s,
                  trace_cache=trace_source, steps=steps_run,
@@ -351,33 +361,35 @@ def execute(plan: Plan, *, progress, compression, watchdog_s, keep, resume) -> R
                  world_steps_per_s=steps_run * B / run_s if run_s > 0 else float("inf"),
                  worlds_ok=int((status == 0).sum()), worlds_failed=int(failed(status).sum()),
                  worlds_terminated=int((status == TERMINATED).sum()),
-                 file_bytes=os.path.getsize(plan.out) if plan.out else 0, devices=ndev, chunk=plan.chunk,
-                 backend=plan.attrs.get("backend", ""), backend_reason=plan.attrs.get("backend_reason", ""),
+                 file_bytes=os.path.getsize(plan.record.out) if plan.record.out else 0, devices=ndev,
+                 chunk=plan.record.chunk,
+                 backend=plan.physics.view.backend or "", backend_reason=plan.physics.backend_reason,
                  # {output: {world: (first flagged row, flagged rows)}} over this call's rows (contact overflow)
                  flagged={name: {w: tuple(v) for w, v in sorted(per.items())} for name, per in flags.items()})
-    R = plan.record_every
-    return RolloutResult(time=plan.t0 + (np.arange(plan.samples) + 1) * R * plan.dt, x=xs_mem, status=status,
-                         status_step=status_step, x0=plan.x0, layout=scene.layout,
-                         qpos_segment=plan.view.qpos_segment,
-                         qvel_segment=plan.view.qvel_segment, path=plan.out, stats=stats,
-                         carry=carry, integrator=plan.integ, outputs=outs_mem,
-                         output_names=tuple(o.name for o in plan.outputs), model_params=plan.params,
+    R = plan.record.record_every
+    time = plan.start.t0 + (np.arange(plan.record.samples) + 1) * R * plan.physics.dt
+    return RolloutResult(time=time, x=xs_mem, status=status,
+                         status_step=status_step, x0=plan.start.x0, layout=scene.layout,
+                         qpos_segment=plan.physics.view.qpos_segment,
+                         qvel_segment=plan.physics.view.qvel_segment, path=plan.record.out, stats=stats,
+                         carry=carry, integrator=plan.physics.integ, outputs=outs_mem,
+                         output_names=tuple(o.name for o in plan.record.outputs), model_params=plan.params.fields,
                          loop=loop_mem, loop_info=_loop_info(plan))
 
 
 def _loop_info(plan: Plan) -> dict | None:
     """What ``RolloutResult.episodes`` needs besides the recorded carry (None without a closed loop)."""
-    if plan.episodes is None:
+    if plan.loop.episodes is None:
         return None
-    return dict(record_every=plan.record_every, steps=plan.steps, world_offset=plan.world_offset,
-                names=tuple(name for name, _ in plan.episodes.carry_spec()))
+    return dict(record_every=plan.record.record_every, steps=plan.record.steps, world_offset=plan.start.world_offset,
+                names=tuple(name for name, _ in plan.loop.episodes.carry_spec()))
 
 
 def _bar_text(status, carries: dict, plan: Plan, B: int) -> str:
     """The progress bar's tail: failed worlds, and terminated worlds / episodes begun with a termination rule."""
     text = f"{int(failed(status).sum())} failed"
-    if plan.episodes is not None and plan.episodes.terminate is not None:
-        if plan.episodes.resets:
+    if plan.loop.episodes is not None and plan.loop.episodes.terminate is not None:
+        if plan.loop.episodes.resets:
             text += f", {int(np.asarray(carries[_ep.EPISODE])[-1, :B].sum())} resets"
         else:
             text += f", {int((status == TERMINATED).sum())} terminated"

@@ -25,20 +25,12 @@ import jax.numpy as jnp
 
 from mjharness.integrators import ContractError, check_pair
 
+from ..errors import RolloutError
 from .announce import compiling
 from .chunk import ChunkInput, ChunkStatic, StepConstants, WorldState, chunk_fn
-from .episodes import Controller
-from .plan import (
-    RolloutError,
-    carry_plan,
-    check_int,
-    check_model_params,
-    nu_of,
-    resolve_scene,
-    scene_integrator,
-    scene_timestep,
-)
-from .spec import RunSpec, check_spec
+from .inputs import carry_plan, check_carry, check_ctrl, check_model_params, check_x0, nu_of
+from .resolve import resolve_scene, scene_integrator, scene_timestep
+from .spec import RunSpec, check_int, check_spec
 
 
 def _check_not_reversed(integ, *inputs) -> None:
@@ -61,52 +53,6 @@ def _check_not_reversed(integ, *inputs) -> None:
 def check_param_fields(scene, model_params, B: int) -> dict:
     """``plan.check_model_params`` with shared values allowed (broadcast over worlds), tracers welcome."""
     return check_model_params(scene, model_params, B, shared=True)
-
-
-def _check_ctrl(scene, ctrl, B: int, steps: int):
-    """(mode, array (B, steps, nu) or None, callable or None)."""
-    if isinstance(ctrl, Controller):
-        raise RolloutError("simulate takes ctrl=None, an array or a ctrl(t, x) function; a Controller (state carried "
-                           "between steps, terminations, episodes) runs in rollout(...)")
-    if ctrl is None:
-        return "none", None, None
-    nu = nu_of(scene)
-    if nu == 0:
-        raise RolloutError("ctrl given, but the scene has no actuators (nu=0)")
-    if callable(ctrl):
-        return "callable", None, ctrl
-    shape = tuple(jnp.shape(ctrl))
-    if shape == (steps, nu):
-        ctrl = jnp.broadcast_to(jnp.asarray(ctrl, jnp.float64), (B, steps, nu))
-    elif shape != (B, steps, nu):
-        raise RolloutError(f"ctrl must have shape (batch, steps, nu) = {(B, steps, nu)} or (steps, nu), got {shape}")
-    return "array", jnp.asarray(ctrl, jnp.float64), None
-
-
-def _check_x0(x0, n: int):
-    shape = tuple(jnp.shape(x0))
-    if shape == (n,):
-        x0 = jnp.asarray(x0)[None]
-    elif len(shape) != 2 or shape[1] != n:
-        raise RolloutError(f"x0 must have shape (batch, n) or (n,) with n={n} (the layout size), got {shape}")
-    return jnp.asarray(x0, jnp.float64)
-
-
-def _check_carry(carry, spec, carry0: dict, B: int) -> dict:
-    if carry is None:
-        return {k: jnp.asarray(v) for k, v in carry0.items()}
-    names = [k for k, _ in spec]
-    if set(carry) != set(names):
-        raise RolloutError(f"carry has entries {sorted(carry)}, this simulation carries {names}")
-    out = {}
-    for name, shape in spec:
-        v = carry[name]
-        if tuple(jnp.shape(v)) == tuple(shape):
-            v = jnp.broadcast_to(jnp.asarray(v, jnp.float64), (B,) + tuple(shape))
-        elif tuple(jnp.shape(v)) != (B,) + tuple(shape):
-            raise RolloutError(f"carry[{name!r}] must have shape {(B,) + tuple(shape)}, got {tuple(jnp.shape(v))}")
-        out[name] = jnp.asarray(v, jnp.float64)
-    return out
 
 
 def default_chunk(steps: int, record_every: int) -> int:
@@ -154,12 +100,12 @@ def simulate(scene, integrator, x0, *, dt: float | None, steps: int, ctrl=None, 
         raise RolloutError(str(e)) from None
     dt = scene_timestep(scene, dt)
     n = scene.layout.size
-    x0 = _check_x0(x0, n)
+    x0 = check_x0(x0, None, scene.layout, shared=True)
     B = x0.shape[0]
-    mode, u, ctrl_fn = _check_ctrl(scene, ctrl, B, steps)
+    mode, u, ctrl_fn = check_ctrl(scene, ctrl, B, steps, n, shared=True)
     params = check_param_fields(scene, model_params, B)
     spec, carry0 = carry_plan(scene, integ, dt, B)
-    carry = _check_carry(carry, spec, carry0, B)
+    carry = check_carry(carry, spec, carry0, shared=True)
     if kind == "adaptive":
         _check_not_reversed(integ, x0, u, params, carry)
     C = default_chunk(steps, record_every) if chunk is None else check_int("chunk", chunk, 1)

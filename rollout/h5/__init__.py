@@ -11,6 +11,7 @@ attributes; ``provenance``: the source of the functions a run called; ``frames``
 See docs/files.md and docs/verify.md.
 """
 
+from .attrs import ctrl_attr, file_attrs, integrator_config, scene_name
 from .episodes import cut_episodes, episode_table
 from .errors import CorruptFileError, FileInUseError, FileNotReadyError, RolloutFileError, RolloutWriteError
 from .format import FORMAT, FORMAT_VERSION, FileSpec, decode_attr
@@ -35,4 +36,6 @@ __all__ = ["RolloutWriter", "RolloutFile", "open_rollout", "create_rollout_file"
            "model_differences", "decode_attr", "FileSpec", "RolloutFileError", "FORMAT", "FORMAT_VERSION",
            "CorruptFileError", "FileInUseError", "FileNotReadyError", "RolloutWriteError", "FileLock",
            "check_not_in_use", "open_for_write", "ResumeInfo", "ResumePrefix",
-           "read_resume", "write_episode_table", "episode_table", "cut_episodes"]
+           "read_resume", "file_attrs", "integrator_config", "ctrl_attr", "scene_name", "write_episode_table",
+           "episode_table",
+           "cut_episodes"]

@@ -12,7 +12,7 @@ Layout of a file::
     /model/assets/<name>  asset bytes (uint8; attr ``name`` holds the asset's name, the dataset name
                   escapes ``/``)                          /model/compat_log  JSON list
     /model_params/<field>  per-world model fields (B, ...) when worlds differ (model_params, randomize): attr
-                  ``randomize`` (JSON {KEY: DIST}) on the randomized fields; files before issue 31 keep
+                  ``randomize`` (JSON {KEY: DIST}) on the randomized fields; older files keep
                   them in /model/params/<field> (read the same)
     /layout_table the layout table (a group, one 1-D dataset per column on ``layout_row``): one row per
                   state, then one row per carry entry (update "carry"); version 1: ``/layout``, compound

@@ -35,6 +35,7 @@ class VerifyReport:
     problems: list = field(default_factory=list)
     notes: list = field(default_factory=list)
     chunks: int = 0
+    written: tuple | None = None     # (samples written, samples planned) of a run that did not complete
 
     @property
     def exit_code(self) -> int:
@@ -42,6 +43,10 @@ class VerifyReport:
 
     def summary(self) -> str:
         head = {"intact": "intact", "corrupt": "CORRUPT", "foreign": "not a rollout file"}[self.status]
+        if self.status == "intact" and self.written is not None:  # sound bytes, but not a whole run
+            done, planned = self.written
+            head = (f"INCOMPLETE: {done} of {planned} samples written" + (" (the run never wrote its first chunk)"
+                    if done == 0 else "") + "; what is written is intact; `mjharness run --resume` continues it")
         lines = [f"{self.path}: {head} ({self.chunks} chunks read)"]
         lines += [f"  problem: {p}" for p in self.problems] + [f"  note: {n}" for n in self.notes]
         return "\n".join(lines)
@@ -228,6 +233,7 @@ def _progress(c: _Check, attrs: dict, T: int | None) -> int | None:
                   f"complete={a_c!r}")
     if not complete:
         c.rep.notes.append(f"{samples} of {T} samples written, complete=False")
+        c.rep.written = (samples, T)
     return samples
 
 
