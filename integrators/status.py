@@ -13,6 +13,7 @@ class Status(IntEnum):
     UNDERFLOW = 2       # adaptive step rejected below h_min, or no representable progress in t
     MAX_STEPS = 3       # adaptive max_steps attempts spent inside one advance() call
     TERMINATED = 4      # the run's termination rule ended the world (on_terminate="freeze"): not a failure
+    NONFINITE_CTRL = 5  # a control function or Controller returned a non-finite control: the world froze before it
 
     @property
     def description(self) -> str:
@@ -20,7 +21,8 @@ class Status(IntEnum):
 
 
 _DESCRIPTIONS = {Status.OK: "ok", Status.NONFINITE: "non-finite state", Status.UNDERFLOW: "step-size underflow",
-                 Status.MAX_STEPS: "max steps", Status.TERMINATED: "terminated"}
+                 Status.MAX_STEPS: "max steps", Status.TERMINATED: "terminated",
+                 Status.NONFINITE_CTRL: "non-finite control"}
 
 STATUS_NAMES = {int(s): s.description for s in Status}
 
@@ -38,4 +40,5 @@ def failed(status):
 
 
 # Plain-int aliases (the traced code compares arrays against them).
-STATUS_OK, STATUS_NONFINITE, STATUS_UNDERFLOW, STATUS_MAX_STEPS, STATUS_TERMINATED = (int(s) for s in Status)
+STATUS_OK, STATUS_NONFINITE, STATUS_UNDERFLOW, STATUS_MAX_STEPS, STATUS_TERMINATED, STATUS_NONFINITE_CTRL = (
+    int(s) for s in Status)

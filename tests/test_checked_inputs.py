@@ -115,3 +115,30 @@ def test_verify_calls_a_file_without_samples_incomplete(tmp_path):
     rep = verify(path)
     assert rep.status == "intact" and rep.written == (0, 10), rep.summary()
     assert "INCOMPLETE: 0 of 10 samples written" in rep.summary() and "never wrote its first chunk" in rep.summary()
+
+
+@pytest.mark.parametrize("backend", ["mujoco", "mjx"])
+def test_a_non_finite_control_stops_its_world_with_its_own_status(backend):
+    """A policy that returns NaN is not run with zeros (what mj_step does with a bad control): its world stops at
+    that step with status NONFINITE_CTRL, named in the result; the other worlds run on."""
+    import jax.numpy as jnp
+
+    from mjharness.integrators import STATUS_NONFINITE_CTRL
+    from mjharness.integrators.status import status_name
+
+    scene = cached_scene("arm")
+    nu, dt = scene.model.nu, scene.model.opt.timestep
+
+    def policy(t, x, world):
+        return jnp.where((world == 1) & (t > 4.5 * dt), jnp.nan, 0.1) * jnp.ones(nu)
+
+    def step(t, x, c):  # a NumPy Controller: every world goes bad
+        return (np.full(nu, np.nan) if t > 4.5 * dt else np.full(nu, 0.1)), c
+
+    r = rollout(scene, steps=10, batch=2, ctrl=policy, backend=backend, progress=False)
+    assert r.status.tolist() == [0, STATUS_NONFINITE_CTRL] and r.status_step[1] == 5, (r.status, r.status_step)
+    assert np.isfinite(r.x).all() and status_name(r.status[1]) == "non-finite control"
+    assert r.stats["worlds_failed"] == 1
+    r = rollout(scene, steps=10, batch=2, ctrl=Controller(lambda x0: {}, step), backend=backend, progress=False)
+    assert r.status.tolist() == [STATUS_NONFINITE_CTRL] * 2 and r.status_step.tolist() == [5, 5]
+    assert np.isfinite(r.x).all()

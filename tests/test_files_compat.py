@@ -138,7 +138,7 @@ def test_cf_units_flags_and_tables(bar_files):
     with xr.open_dataset(bar_files["plain"], engine="h5netcdf") as ds:  # two hinges: one unit each
         assert ds["qpos"].attrs["units"] == "rad" and ds["qvel"].attrs["units"] == "rad/s"
         assert ds["time"].attrs["units"] == "s"
-        assert list(ds["status"].attrs["flag_values"]) == [0, 1, 2, 3, 4]
+        assert list(ds["status"].attrs["flag_values"]) == [0, 1, 2, 3, 4, 5]
         assert ds["status"].attrs["flag_meanings"].split()[:2] == ["ok", "non_finite_state"]
     with xr.open_dataset(bar_files["outputs"], engine="netcdf4") as ds:  # a free joint mixes m, 1, m/s, rad/s
         assert ds["qpos"].attrs["units"].startswith("mixed") and "state_units" in ds["qpos"].attrs["units"]

@@ -37,7 +37,7 @@ import mujoco
 import numpy as np
 from mujoco.batch import MODEL_FIELDS, Batch
 
-from mjharness.integrators import RK4, STATUS_NONFINITE, ImplicitFast, SemiImplicitEuler
+from mjharness.integrators import RK4, STATUS_NONFINITE, STATUS_NONFINITE_CTRL, ImplicitFast, SemiImplicitEuler
 from mjharness.integrators import tableaux as _tb
 
 _S = mujoco.mjtState
@@ -163,14 +163,19 @@ class _WorldLoop:
         d.qpos[:], d.qvel[:], d.act[:] = x[:m.nq], x[m.nq:m.nq + m.nv], x[m.nq + m.nv:self.n]
         d.qacc_warmstart[:], d.ctrl[:] = ws, ctrl
 
-    def run(self, u: np.ndarray | None, nstep: int, k0: int) -> tuple[np.ndarray, int]:
-        """(rows (nstep, n + nv) after each step, global index of the failing step or -1) from the loaded state."""
+    def run(self, u: np.ndarray | None, nstep: int, k0: int) -> tuple[np.ndarray, int, int]:
+        """(rows (nstep, n + nv) after each step, global index of the failing step or -1, its status) from the
+        loaded state."""
         m, d, save = self.m, self.d, self.save
         rec = np.empty((nstep, mujoco.mj_stateSize(m, REC)))
         ctrl = d.ctrl
         for j in range(nstep):
             if u is not None:
                 ctrl[:] = u[j]
+            if not np.isfinite(ctrl).all():  # mj_step would zero it and run on: the world stops here instead
+                mujoco.mj_getState(m, d, rec[j], REC)
+                rec[j + 1:] = rec[j]
+                return rec, k0 + j, STATUS_NONFINITE_CTRL
             mujoco.mj_getState(m, d, save, FULL)
             mujoco.mj_forward(m, d)
             self.advance(m, d)
@@ -179,8 +184,8 @@ class _WorldLoop:
                 mujoco.mj_setState(m, d, save, FULL)
                 mujoco.mj_getState(m, d, rec[j], REC)
                 rec[j + 1:] = rec[j]
-                return rec, k0 + j
-        return rec, -1
+                return rec, k0 + j, STATUS_NONFINITE
+        return rec, -1, 0
 
 
 class _Stepper(NamedTuple):
@@ -261,10 +266,10 @@ class ChunkRunner:
         self._load(live, k0, x, ws)
         for w in self._run_groups(live, nstep, R, u, rows, REC if rows.wss is not None else REC_X):
             self.loop.load(req.t0 + k0 * req.dt, x[w], ws[w], self.ctrl0, w)
-            rec, failed = self.loop.run(None if u is None else u[w], nstep, k0)
+            rec, failed, code = self.loop.run(None if u is None else u[w], nstep, k0)
             rows.put(np.array([w]), rec[None], 0, R, None)
             if failed >= 0:
-                status[w], status_step[w] = STATUS_NONFINITE, failed
+                status[w], status_step[w] = code, failed
         rows.fill_tail(nstep // R)
         outs = self._outputs(rows, k0, nstep // R, u) if self.outputs is not None else {}
         return HostChunk(x=rows.x, carry={"qacc_warmstart": rows.ws}, status=status, status_step=status_step,

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from mjharness.integrators import STATUS_NONFINITE
-
 from .host_chunk import REC, ChunkRunner, HostChunk, _sel
 
 CTRL = "ctrl"  # the loop's applied controls in the carry (rollout.engine.episodes.CTRL)
@@ -87,11 +85,11 @@ class ClosedLoopRunner(ChunkRunner):
         carry = {**carry, "qacc_warmstart": ws}
         for w in bad:  # re-run from the segment's start, frozen at the engine's rule
             self.loop.load(req.t0 + k * req.dt, x[w], ws0[w], held[w], w)
-            rows, failed = self.loop.run(None if u is None else u[w], g, k)
+            rows, failed, code = self.loop.run(None if u is None else u[w], g, k)
             x_new[w], ws[w] = rows[-1, :n], rows[-1, n:]
             if failed < 0:
                 continue
-            status[w], status_step[w] = STATUS_NONFINITE, failed
+            status[w], status_step[w] = code, failed
             if failed == k:  # the step after begin failed: the world stays as it was before it, carry included
                 x_new[w] = x_pre[w]
                 for name, v in carry_pre.items():  # (begin's arrays, or ws: this segment's copies)

@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from mjharness.adapters.contacts import WORLD_AXIS
-from mjharness.integrators import STATUS_NONFINITE
+from mjharness.integrators import STATUS_NONFINITE, STATUS_NONFINITE_CTRL
 from mjharness.integrators.contracts import engine_step
 from mjharness.integrators.prng import step_key
 
@@ -156,6 +156,9 @@ def _advance_world(scene, st: ChunkStatic):
         cn = {**carry, **cn} if threaded else carry
         xn = jnp.asarray(xn, x.dtype)
         code = jnp.asarray(code).astype(jnp.int8)
+        if u is not None and mode != "array":  # a function's control (arrays are checked before the run)
+            code = jnp.where(code != 0, code, jnp.where(jnp.all(jnp.isfinite(u)), 0, STATUS_NONFINITE_CTRL)
+                             .astype(jnp.int8))
         code = jnp.where(code != 0, code, jnp.where(jnp.all(jnp.isfinite(xn)), 0, STATUS_NONFINITE).astype(jnp.int8))
         ok = live & (code == 0)
         fail = live & (code != 0)
