@@ -150,7 +150,7 @@ def test_ctrl_from_a_file_drives_the_motors(tmp_path):
 def test_ctrl_and_param_errors_are_one_line(tmp_path, capsys):
     from mjharness.rollout.cli.app import main
     from mjharness.rollout.cli.errors import CliError
-    from mjharness.rollout.cli.options import load_ctrl, parse_params
+    from mjharness.rollout.cli.loaders import load_ctrl, parse_params
 
     np.save(tmp_path / "bad.npy", np.zeros((3, 5)))
     assert main(["run", "arm", "--ctrl", str(tmp_path / "bad.npy"), "--steps", "40", "--no-progress",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 
 from .errors import CliError
-from .options import bundled_examples
+from .loaders import bundled_examples
 
 
 def add_parser(sub) -> None:

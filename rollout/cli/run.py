@@ -19,6 +19,7 @@ import sys
 from . import launch
 from .common import DEFAULT_SCENE, import_mujoco, scene_label
 from .errors import CliError
+from .loaders import load_controller, load_ctrl, load_terminate, param_arrays, parse_params
 from .options import (
     DEFAULT_OUT,
     DEFAULTS,
@@ -26,11 +27,6 @@ from .options import (
     check_args,
     cli_spelling,
     fresh_settings,
-    load_controller,
-    load_ctrl,
-    load_terminate,
-    param_arrays,
-    parse_params,
     resume_settings,
     rollout_kwargs,
     setting,
