@@ -1,12 +1,16 @@
 """Models that register states: the MuJoCo/MJX scene and the reference rigid-body model."""
 
-from mjharness.scenes import settings  # noqa: F401  (float64, XLA flags, compile caches: before any array exists)
+# Process settings (float64, XLA flags, compile caches, the log filter) are applied by configure(), not on import;
+# importing only keeps mujoco-mjx's notices about its absent optional Warp backend off stdout.
+from mjharness.scenes.settings import configure, import_mjx
 
-from .mjcf_inertia import rigid_body_from_mjcf
-from .mjscene import JointStates, MjScene, joint_states
-from .motor import DCMotor
-from .reference import FreeJointState, RigidBody, SpatialInertia
-from .system import (
+import_mjx()
+
+from .mjcf_inertia import rigid_body_from_mjcf  # noqa: E402 - after the quiet MJX import
+from .mjscene import JointStates, MjScene, joint_states  # noqa: E402 - after the quiet MJX import
+from .motor import DCMotor  # noqa: E402 - after the quiet MJX import
+from .reference import FreeJointState, RigidBody, SpatialInertia  # noqa: E402 - after the quiet MJX import
+from .system import (  # noqa: E402 - after the quiet MJX import
     Coupling,
     GlobalOffset,
     LocalOffset,
@@ -17,6 +21,6 @@ from .system import (
     system_from_spec,
 )
 
-__all__ = ["MjScene", "JointStates", "joint_states", "SpatialInertia", "FreeJointState", "RigidBody",
+__all__ = ["configure", "MjScene", "JointStates", "joint_states", "SpatialInertia", "FreeJointState", "RigidBody",
            "rigid_body_from_mjcf", "System", "Coupling", "LocalOffset", "GlobalOffset", "OffsetTypeError", "DCMotor",
            "SystemSpecError", "RigidBodyModel", "system_from_spec"]

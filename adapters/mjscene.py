@@ -32,6 +32,7 @@ from mjharness.integrators import ContractError, StateError, StateLayout, StateR
 from mjharness.integrators.policies import quat_dot
 from mjharness.integrators.state import canonical_update
 from mjharness.scenes import scene_info
+from mjharness.scenes.settings import configure
 
 from . import noise as _noise
 from .backends import AUTO, BACKEND_NAMES, get_backend, initial_backend, requested
@@ -124,6 +125,7 @@ class MjScene:
 
     def __init__(self, model, quaternion_update: str = "quaternion", backend: str = AUTO, threads: int | None = None,
                  naconmax: int | None = None):
+        configure()  # float64, the XLA:CPU flag and the caches, before MJX makes the first array
         quaternion_update = canonical_update(quaternion_update)
         if quaternion_update not in QUATERNION_UPDATES:
             raise StateError(f"quaternion_update must be one of {QUATERNION_UPDATES}, got {quaternion_update!r}")

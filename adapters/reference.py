@@ -27,7 +27,7 @@ import numpy as np
 
 from mjharness.integrators.errors import UserError
 from mjharness.integrators.rotations import quat_dot, quat_integrate, quat_normalize, quat_to_mat
-from mjharness.scenes import settings  # noqa: F401  (float64 before any array exists)
+from mjharness.scenes.settings import configure
 
 __all__ = [
     "SpatialInertia", "FreeJointState", "RigidBody", "InertiaError", "MassError", "NonFiniteInertiaError",
@@ -118,6 +118,7 @@ class SpatialInertia:
     inertia: jax.Array
 
     def __init__(self, mass, com=(0.0, 0.0, 0.0), inertia=None):
+        configure()  # float64 before the first array
         if inertia is None:
             raise InertiaError("SpatialInertia needs an inertia tensor (about the centre of mass, body axes)")
         if _is_traced(mass, com, inertia):
@@ -211,6 +212,7 @@ class FreeJointState:
     qvel: jax.Array
 
     def __init__(self, qpos, qvel=None):
+        configure()  # float64 before the first array
         qpos = jnp.asarray(qpos, dtype=jnp.result_type(float))
         qvel = jnp.zeros(qpos.shape[:-1] + (6,), qpos.dtype) if qvel is None else \
             jnp.asarray(qvel, dtype=jnp.result_type(float))
@@ -304,6 +306,7 @@ class RigidBody:
     gravity: jax.Array
 
     def __init__(self, inertia: SpatialInertia, gravity=(0.0, 0.0, -9.81)):
+        configure()  # float64 before the first array
         if not isinstance(inertia, SpatialInertia):
             raise TypeError(f"RigidBody needs a SpatialInertia, got {type(inertia).__name__}")
         g = jnp.asarray(gravity, dtype=jnp.result_type(float))

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from mjharness.scenes.settings import configure
+
 from .engine.params import field_value, resolve_param
 from .engine.simulate import check_param_fields, simulate
 from .errors import RolloutError
@@ -53,6 +55,7 @@ def fit(path, params, *, scene=None, integrator=None, iterations: int = 200, lr:
     ``"history"``, the loss and estimates per iteration. ``progress``: say when the gradient compiles and, without a
     ``callback``, show the iterations (loss) on stderr.
     """
+    configure()  # float64 before the first array (idempotent)
     import jax
     import jax.numpy as jnp
     import optax

@@ -40,7 +40,9 @@ def _settings():
     # process settings (float64, XLA:CPU flags, compile cache; also applied when mjharness.adapters is
     # imported) must be in effect now, or they come too late. Imported at call time: loading a scene
     # without tracing it needs no JAX.
-    return importlib.import_module("mjharness.scenes.settings")
+    settings = importlib.import_module("mjharness.scenes.settings")
+    settings.configure()
+    return settings
 
 
 def _jax():

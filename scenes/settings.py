@@ -1,5 +1,7 @@
-"""Process-wide JAX/XLA settings, applied once when ``mjharness.adapters`` (or ``.rollout``) is imported,
-or when ``load_scene`` first traces MJX: before any array exists.
+"""Process-wide JAX/XLA settings, applied by ``configure()``: explicitly, or by the entry points that run
+physics (``rollout``, ``simulate``, ``fit``, ``mjharness``, constructing an ``MjScene`` or a reference
+model, ``load_scene``'s MJX trace), before they create any array. Importing mjharness changes none of
+them: JAX's settings, ``XLA_FLAGS`` and file descriptor 2 stay as they were until ``configure()`` runs.
 
 They live in the bottom layer so that the scene loader's MJX trace check can apply them without
 importing upward; ``mjharness.scenes`` changes no JAX setting until a trace is asked for (it imports JAX
@@ -38,7 +40,7 @@ import jax
 
 from . import xla_log
 
-__all__ = ["XLA_CPU_FLAG", "cache_dir", "export_dir", "configure"]
+__all__ = ["XLA_CPU_FLAG", "cache_dir", "export_dir", "configure", "configured", "import_mjx"]
 
 # XLA:CPU's fusion emitters (the default in jaxlib 0.9) make MJX's kinematics exponential in the
 # depth of the body tree: one mjx.kinematics of an 8-hinge chain takes 0.86 s instead of 0.9 ms, a
@@ -96,7 +98,8 @@ def _compilation_cache() -> None:
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 
 
-def _import_mjx() -> None:
+def import_mjx() -> None:
+    """``import mujoco.mjx`` without its notices about an absent optional Warp backend (other output kept)."""
     if "mujoco.mjx" in sys.modules:
         return
     captured = io.StringIO()
@@ -109,14 +112,26 @@ def _import_mjx() -> None:
         sys.stdout.write("".join(kept))
 
 
+_configured = False
+
+
 def configure() -> None:
-    """Apply the settings above (idempotent; runs on import of ``mjharness.adapters``)."""
+    """Apply the settings above: float64 (``MJHARNESS_X64=0``: float32), the XLA:CPU flag, the compile caches,
+    MJX imported without its optional-backend notices, XLA's known-false log lines filtered from stderr.
+    Idempotent (the first call decides); ``rollout()``, ``simulate()``, ``fit()``, the CLI and the model
+    constructors call it, so only code that makes its own JAX arrays first needs to call it itself."""
+    global _configured
+    if _configured:
+        return
+    _configured = True
     _xla_flags()
     jax.config.update("jax_enable_x64", not _off("MJHARNESS_X64"))
     _compilation_cache()
-    _import_mjx()
+    import_mjx()
     # Library users get the CLI's stderr: without XLA's known-false lines on loading cached executables.
     xla_log.install()
 
 
-configure()
+def configured() -> bool:
+    """Whether ``configure()`` has run in this process."""
+    return _configured

@@ -23,7 +23,7 @@ own, is re-opened on the original stderr, so Python output (messages, the progre
 does not pass the filter and keeps its terminal. A ``sys.stderr`` someone else set (Jupyter, pytest's
 capture) is left alone, and so is a file descriptor 2 that someone else replaced after us.
 
-It is installed on import of ``mjharness.adapters`` / ``mjharness.rollout`` (``scenes/settings.py``), so
+It is installed by ``configure()`` (``scenes/settings.py``: rollout(), the CLI and the model constructors call it), so
 library users see the same stderr as the CLI; the CLI's ``--debug`` uninstalls it, and
 ``MJHARNESS_XLA_LOG=all`` keeps it off everywhere. It lives in the bottom layer because the scene
 loader's MJX trace applies the settings without importing upward.

@@ -6,7 +6,11 @@ import functools
 
 import pytest
 
-from mjharness.adapters import MjScene  # noqa: E402
+from mjharness.adapters import MjScene, configure
+
+# The suite runs as users' programs do once mjharness has configured the process (float64, the XLA:CPU flag, the
+# caches): test modules make JAX arrays at import, before any rollout() or MjScene would configure it.
+configure()
 
 
 @functools.cache

@@ -1,4 +1,5 @@
-"""Process-wide settings applied on import of ``mjharness.adapters`` (scenes/settings.py)."""
+"""Process-wide settings (scenes/settings.py): applied by ``configure()`` (explicitly, or by rollout(), the CLI and
+the model constructors), never by importing mjharness."""
 
 from __future__ import annotations
 
@@ -25,8 +26,31 @@ def test_float64_and_the_xla_cpu_flag_are_on_in_this_process():
     assert settings.XLA_CPU_FLAG in os.environ.get("XLA_FLAGS", "").split()
 
 
-def test_the_flag_is_set_on_import_and_a_users_xla_flags_win():
-    code = "import os, mjharness.adapters; print(os.environ.get('XLA_FLAGS'))"
+def test_importing_mjharness_changes_no_setting_and_configure_applies_them():
+    code = ("import os, jax; fd2 = os.fstat(2); import mjharness, mjharness.adapters, mjharness.rollout, "
+            "mjharness.rollout.engine; print(jax.config.jax_enable_x64, os.environ.get('XLA_FLAGS'), "
+            "jax.config.jax_compilation_cache_dir, os.fstat(2) == fd2)")
+    p = _run(code)
+    assert p.returncode == 0 and p.stdout.split()[-4:] == ["False", "None", "None", "True"], p.stdout + p.stderr
+    code = ("import os, jax, mjharness.adapters as a; a.configure(); a.configure(); "
+            "print(jax.config.jax_enable_x64, os.environ.get('XLA_FLAGS'))")
+    p = _run(code)
+    assert p.stdout.split()[-2:] == ["True", settings.XLA_CPU_FLAG], p.stdout + p.stderr
+
+
+def test_rollout_and_a_scene_configure_the_process():
+    code = ("import jax; from mjharness.rollout import rollout; "
+            "r = rollout('box_on_plane', steps=2, batch=1, backend='mujoco', progress=False); "
+            "print(jax.config.jax_enable_x64, r.x.dtype)")
+    p = _run(code)
+    assert p.returncode == 0 and p.stdout.split()[-2:] == ["True", "float64"], p.stdout + p.stderr[-2000:]
+    p = _run("import jax; from mjharness.adapters import MjScene; s = MjScene('box_on_plane'); "
+             "print(jax.config.jax_enable_x64, s.mjx_model.body_mass.dtype)")
+    assert p.returncode == 0 and p.stdout.split()[-2:] == ["True", "float64"], p.stdout + p.stderr[-2000:]
+
+
+def test_the_flag_is_set_by_configure_and_a_users_xla_flags_win():
+    code = "import os, mjharness.adapters as a; a.configure(); print(os.environ.get('XLA_FLAGS'))"
     assert _run(code).stdout.strip().splitlines()[-1] == settings.XLA_CPU_FLAG
     mine = "--xla_cpu_use_fusion_emitters=true --xla_force_host_platform_device_count=2"
     assert _run(code, XLA_FLAGS=mine).stdout.strip().splitlines()[-1] == mine
@@ -35,8 +59,9 @@ def test_the_flag_is_set_on_import_and_a_users_xla_flags_win():
     assert _run(code, MJHARNESS_XLA_FLAGS="0").stdout.strip().splitlines()[-1] == "None"
 
 
-def test_importing_after_the_backend_started_warns_and_changes_nothing():
-    p = _run("import os, warnings, jax; jax.devices(); warnings.simplefilter('error'); import mjharness.adapters")
+def test_configuring_after_the_backend_started_warns_and_changes_nothing():
+    p = _run("import os, warnings, jax; jax.devices(); warnings.simplefilter('error'); import mjharness.adapters as a; "
+             "a.configure()")
     assert p.returncode != 0 and "RuntimeWarning" in p.stderr and "XLA_FLAGS" in p.stderr
 
 
@@ -46,7 +71,7 @@ def test_the_integrators_layer_changes_no_global_setting():
 
 
 def test_float32_and_cache_dirs_from_the_environment(tmp_path):
-    code = ("import jax, mjharness.adapters, mjharness.scenes.settings as s; "
+    code = ("import jax, mjharness.adapters, mjharness.scenes.settings as s; s.configure(); "
             "print(jax.config.jax_enable_x64, jax.config.jax_compilation_cache_dir, s.export_dir())")
     p = _run(code, MJHARNESS_X64="0", MJHARNESS_CACHE_DIR=str(tmp_path / "c"))
     assert p.stdout.split() == ["False", str(tmp_path / "c"), str(tmp_path / "c" / "exported")], p.stderr[-2000:]
@@ -63,9 +88,9 @@ def test_mjx_optional_backend_notices_are_dropped_and_other_output_kept(tmp_path
         assert "Failed to import warp: No module named 'warp'" in plain.stdout, plain.stdout
     else:  # the [warp] extra is installed: MJX imports it silently, so there is no notice to drop
         assert plain.stdout.splitlines() == ["WARP_INSTALLED True"], plain.stdout + plain.stderr[-2000:]
-    ours = _run("import mjharness.adapters, sys; print('mjx' in dir(sys.modules['mujoco']))")
+    ours = _run("import mjharness.adapters as a, sys; a.configure(); print('mjx' in dir(sys.modules['mujoco']))")
     assert ours.returncode == 0 and ours.stdout.splitlines() == ["True"], ours.stdout + ours.stderr[-2000:]
     # A Warp that is installed but does not load is a real error: its notice stays.
     (tmp_path / "warp.py").write_text("raise ImportError('libcuda.so.1: cannot open shared object file')\n")
-    broken = _run("import mjharness.adapters", cwd=tmp_path)
+    broken = _run("import mjharness.adapters as a; a.configure()", cwd=tmp_path)
     assert "Failed to import warp: libcuda.so.1: cannot open shared object file" in broken.stdout, broken.stdout

@@ -180,7 +180,7 @@ def main(argv=None) -> int:
         if program and not args.debug:
             args.xla_filter = True  # installed with MuJoCo (common.import_mujoco), after the arguments are checked
         elif program:
-            xla_log.uninstall()  # --debug: every XLA line (importing mjharness installed the filter)
+            xla_log.uninstall()  # --debug: every XLA line (configure() will not install the filter)
         rc = dispatch(args)
         if rc not in (130, 143) and interrupts.pending():  # a signal a gc callback swallowed: still an interrupt
             return interrupted(interrupts.exception(interrupts.pending()), command, _file_state(args))

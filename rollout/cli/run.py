@@ -69,12 +69,14 @@ def command(args) -> int:
         return 0
     check_args(args)  # every option, file and spec, before JAX, MJX or the scene load (a second or more)
     import_mujoco(args)
+    from mjharness.adapters import configure
     from mjharness.adapters.backends import AUTO, requested
     from mjharness.rollout.engine import RolloutError, rollout
     from mjharness.rollout.engine.plan import needs_sensors, resolve_run_scene, run_needs
 
     if args.local_processes:
         return launch.launch_local(args)
+    configure()  # float64, the XLA:CPU flag, the caches, the log filter: before any array (--dtype may change it)
     process = launch.initialize() if args.distributed else None  # (k, n): this process is one of n
     info = None
     if args.resume:

@@ -1,5 +1,5 @@
-"""The CLI's name for the XLA log filter, which lives in ``mjharness.scenes.xla_log`` so that importing
-``mjharness.adapters`` or ``mjharness.rollout`` installs it for library users too (see its docstring).
+"""The CLI's name for the XLA log filter, which lives in ``mjharness.scenes.xla_log`` so that ``configure()``
+installs it for library users too (see its docstring).
 Its names load on first use: importing ``mjharness.scenes`` loads MuJoCo, which ``mjharness --help`` does not need."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ _MODULE = "mjharness.scenes.xla_log"
 
 
 def uninstall() -> None:
-    """Every XLA line (``--debug``): the filter off now, and not installed later, when importing the engine
-    configures the process (the CLI imports it after this runs)."""
+    """Every XLA line (``--debug``): the filter off now, and not installed later, when ``configure()`` sets the
+    process up (the command calls it after this runs)."""
     os.environ[ENV_VAR] = "all"
     if _MODULE in sys.modules:
         sys.modules[_MODULE].uninstall()

@@ -38,9 +38,9 @@ from jax._src import xla_bridge
 from jax.sharding import AxisType, NamedSharding, PartitionSpec
 from mujoco import mjx
 
-import mjharness.scenes.settings  # noqa: F401 - float64, the XLA:CPU flag and the caches, as users get them
 from mjharness.integrators.errors import UserError
 from mjharness.scenes import load_scene
+from mjharness.scenes.settings import configure
 
 from .watchdog import DeviceStallError, Watchdog
 
@@ -157,6 +157,7 @@ def reproduce(scene: str = "humanoid", *, batch: int = 64, steps: int = 200, dty
               stall_s: float = 120.0) -> dict:
     """Run the reproduction; the record (see the module docstring). ``check``: also step MuJoCo C from
     the same state and report max |qpos - qpos_C| of world 0."""
+    configure()  # float64, the XLA:CPU flag and the caches, as users get them
     _check(batch, steps, chunk, devices, dtype, mode, solver, xla_flags)
     _configure(dtype, devices, xla_flags, no_async, no_cache)
     model, data = _model(scene, solver, iterations, ls_iterations, keyframe)

@@ -67,6 +67,9 @@ def rollout_from_spec(scene, integrator, spec: RunSpec) -> RolloutResult:
     """A whole run from its specification (``engine/spec.py``); ``rollout`` is this with keywords."""
     import jax
 
+    from mjharness.scenes.settings import configure
+
+    configure()  # float64, the XLA:CPU flag, the caches (idempotent): before the first array
     from .distributed import distributed_rollout
     from .plan import make_plan
     from .run import execute

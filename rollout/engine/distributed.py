@@ -18,6 +18,8 @@ import sys
 import jax
 import numpy as np
 
+from mjharness.scenes.settings import configure
+
 from ..errors import RolloutFaultError
 from ..h5.format import decode_attr
 from ..h5.join import join_shards, shard_attr, shard_path, shard_paths
@@ -38,6 +40,7 @@ class DistributedError(RolloutFaultError):
 def initialize(coordinator=None, num_processes=None, process_id=None) -> tuple[int, int]:
     """``jax.distributed.initialize`` from the arguments, else MJHARNESS_* variables, else JAX's own
     cluster detection (SLURM, Open MPI, ...). Returns (process_index, process_count)."""
+    configure()  # the XLA flags and float64 before JAX starts its backend
     from jax._src import distributed as _dist
 
     if _dist.global_state.client is None:

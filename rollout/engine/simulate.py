@@ -24,6 +24,7 @@ import jax
 import jax.numpy as jnp
 
 from mjharness.integrators import ContractError, check_pair
+from mjharness.scenes.settings import configure
 
 from ..errors import RolloutError
 from .announce import compiling
@@ -88,6 +89,7 @@ def simulate(scene, integrator, x0, *, dt: float | None, steps: int, ctrl=None, 
     progress: say on stderr when it is traced and when its compile ends (``engine.announce``; also under the
         caller's ``jax.jit`` / ``jax.grad``, whose compile can take minutes on a CPU).
     """
+    configure()  # float64 before the first array (idempotent)
     # The run specification's own checks (engine/spec.py); x0, ctrl and model_params may be tracers.
     run = check_spec(RunSpec.from_options(steps=steps, dt=dt, record_every=record_every, seed=seed, chunk=chunk,
                                           t0=t0))
