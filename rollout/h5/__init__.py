@@ -12,6 +12,7 @@ See docs/files.md and docs/verify.md.
 """
 
 from .attrs import ctrl_attr, file_attrs, integrator_config, scene_name
+from .create import create_rollout_file
 from .episodes import cut_episodes, episode_table
 from .errors import CorruptFileError, FileInUseError, FileNotReadyError, RolloutFileError, RolloutWriteError
 from .format import FORMAT, FORMAT_VERSION, FileSpec, decode_attr
@@ -28,7 +29,7 @@ from .lock import FileLock, check_not_in_use
 from .model import model_differences, model_fields, model_from_mjb, model_mjb, model_sha256
 from .reader import RolloutFile, open_rollout
 from .resume import ResumeInfo, ResumePrefix, read_resume
-from .writer import RolloutWriter, create_rollout_file, extend_rollout_file, open_for_write, write_episode_table
+from .writer import RolloutWriter, extend_rollout_file, open_for_write, write_episode_table
 
 __all__ = ["RolloutWriter", "RolloutFile", "open_rollout", "create_rollout_file", "extend_rollout_file",
            "layout_table", "layout_from_table", "carry_layout_from_table", "carry_size", "carry_vector",

@@ -42,7 +42,7 @@ def _dims(ds: h5py.Dataset, T: int, B: int) -> tuple[str, ...]:
 
 
 def is_dimension_only(ds) -> bool:
-    """An axis stored as netCDF stores a dimension without a variable (``writer.dimension``)."""
+    """An axis stored as netCDF stores a dimension without a variable (``axes.dimension``)."""
     return str(decode_attr(ds.attrs.get("NAME", ""))).startswith(NC_DIM_ONLY)
 
 

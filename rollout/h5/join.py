@@ -92,10 +92,10 @@ def _join_one(out_f, name, dsets, infos, B_total, axis):
 
 def join_shards(out: str, paths) -> dict:
     """Write ``out`` over ``paths``; returns {"samples", "complete", "batch"}. Shards sit beside ``out``."""
+    from .axes import _virtual
     from .digest import content_digest, seal
     from .integrity import shard_identity
     from .layout import vds_segment
-    from .writer import _virtual
 
     infos, B_total = _shard_info(list(paths))
     samples = min(i["samples"] for i in infos)
@@ -209,7 +209,7 @@ def _mirror_axes(g: h5py.File, f0: h5py.File, B_total: int) -> None:
             world.make_scale("world")
             world.attrs.update({k: v for k, v in ds.attrs.items() if k not in SCALE_ATTRS})
     for name, ds in _datasets(f0):
-        if name in ("qpos", "qvel") or name not in g:  # qpos/qvel: rebuilt with their axes by writer._virtual
+        if name in ("qpos", "qvel") or name not in g:  # qpos/qvel: rebuilt with their axes by axes._virtual
             continue
         target = g[name]
         for i, paths in enumerate(_scale_paths(ds)):
