@@ -10,16 +10,9 @@ from .mjcf_inertia import rigid_body_from_mjcf  # noqa: E402 - after the quiet M
 from .mjscene import JointStates, MjScene, joint_states  # noqa: E402 - after the quiet MJX import
 from .motor import DCMotor  # noqa: E402 - after the quiet MJX import
 from .reference import FreeJointState, RigidBody, SpatialInertia  # noqa: E402 - after the quiet MJX import
-from .system import (  # noqa: E402 - after the quiet MJX import
-    Coupling,
-    GlobalOffset,
-    LocalOffset,
-    OffsetTypeError,
-    RigidBodyModel,
-    System,
-    SystemSpecError,
-    system_from_spec,
-)
+from .system import System  # noqa: E402 - after the quiet MJX import
+from .system_spec import RigidBodyModel, system_from_spec  # noqa: E402
+from .system_types import Coupling, GlobalOffset, LocalOffset, OffsetTypeError, SystemSpecError  # noqa: E402
 
 __all__ = ["configure", "MjScene", "JointStates", "joint_states", "SpatialInertia", "FreeJointState", "RigidBody",
            "rigid_body_from_mjcf", "System", "Coupling", "LocalOffset", "GlobalOffset", "OffsetTypeError", "DCMotor",

@@ -27,79 +27,26 @@ Wiener process drive endpoints of several members.
 from __future__ import annotations
 
 import copy
-import functools
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 
 import jax.numpy as jnp
 import mujoco
 import numpy as np
 from mujoco import mjx
 
-from mjharness.integrators import StateError, StateLayout, StateRegistry
-from mjharness.integrators.errors import UserError
+from mjharness.integrators import StateLayout, StateRegistry
 
 from . import noise as _noise
 from . import system_noise as _sn
 from .mjscene import MjScene
-
-
-class SystemSpecError(StateError):
-    """A System was declared or used wrongly; the message names the model, state or coupling."""
-
-
-class OffsetTypeError(UserError, TypeError):
-    """A registry-local offset was given where an integrator-global one is expected, or vice versa."""
-
-
-class LocalOffset(int):
-    """Offset (in scalars) into one member's own value buffer."""
-
-    def __repr__(self):
-        return f"LocalOffset({int(self)})"
-
-
-class GlobalOffset(int):
-    """Offset (in scalars) into the system's combined value buffer ``x``."""
-
-    def __repr__(self):
-        return f"GlobalOffset({int(self)})"
-
-
-def _require(value, kind: type, what: str):
-    if type(value) is not kind:
-        raise OffsetTypeError(f"{what} needs a {kind.__name__}, got {type(value).__name__} {value!r}")
-    return int(value)
-
-
-@dataclass(frozen=True)
-class SystemRecord:
-    """One state of the system: its member, its member-local name and both offsets."""
-
-    name: str           # "<model>.<state>"
-    model: str
-    state: str
-    size: int
-    local: LocalOffset
-    global_: GlobalOffset
-
-
-@dataclass(frozen=True)
-class Coupling:
-    """``writes = fn(*values of reads)`` at every stage (pure, jit-able)."""
-
-    reads: tuple[str, ...]
-    writes: str
-    fn: Callable
-
-    def __post_init__(self):
-        reads = (self.reads,) if isinstance(self.reads, str) else tuple(self.reads)
-        object.__setattr__(self, "reads", reads)
-        if not isinstance(self.writes, str) or "." not in self.writes:
-            raise SystemSpecError(f"coupling writes must be '<model>.<input>', got {self.writes!r}")
-        if not callable(self.fn):
-            raise SystemSpecError(f"coupling -> {self.writes!r}: fn must be callable")
-
+from .system_types import (  # the system's vocabulary: errors, offsets, records, couplings
+    Coupling,
+    GlobalOffset,
+    LocalOffset,
+    SystemRecord,
+    SystemSpecError,
+    _require,
+)
 
 _MJ_TARGETS = ("ctrl", "qfrc_applied")
 
@@ -512,95 +459,3 @@ def _member_drift_diffusion(m, t, x, ctrl, inputs: dict, carry):
     d = _forward_with_forces(m, t, x, ctrl, carry, frc)
     f, g = m._derivative(t, x, d, d.qacc), _noise.diffusion_from_data(m, t, x, d)
     return f, g, None if carry is None else {"qacc_warmstart": d.qacc}
-
-
-class RigidBodyModel:
-    """The reference ``RigidBody`` as a System member: states pos (3), quat (4, exp-map policy), vel (3),
-    angvel (3), in MuJoCo's free-joint convention, so its derivative is [v; omega; qacc] like MjScene's."""
-
-    def __init__(self, body, x0=None):
-        from mjharness.integrators import StateSpec
-
-        self.body = body
-        reg = StateRegistry()
-        for n, spec in (("pos", StateSpec((3,))), ("quat", StateSpec((4,), deriv_shape=(3,), update="quaternion")),
-                        ("vel", StateSpec((3,))), ("angvel", StateSpec((3,)))):
-            reg.register(n, spec, model="rigid_body")
-        self.layout = reg.finalize()
-        base = np.array([0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0], np.float64)
-        self._x0 = base if x0 is None else np.asarray(x0, np.float64)
-        if self._x0.shape != (13,):
-            raise StateError(f"RigidBodyModel x0 must have shape (13,), got {self._x0.shape}")
-
-    def x0(self):
-        return self._x0.copy()
-
-    def dynamics(self, t, x, ctrl=None):
-        return jnp.concatenate([x[7:10], x[10:13], self.body.accelerations(x)])
-
-
-# -- a system from a spec file (``mjharness run system.toml``) -------------------------------------
-
-SPEC_SUFFIXES = (".toml", ".json")
-
-
-def _member_from_spec(name: str, entry: Mapping):
-    from .motor import DCMotor
-
-    kinds = [k for k in ("scene", "dc_motor", "rigid_body") if k in entry]
-    if len(kinds) != 1:
-        raise SystemSpecError(f"system spec: model {name!r} needs exactly one of scene / dc_motor / rigid_body, "
-                              f"got {sorted(entry)}")
-    kind = kinds[0]
-    if kind == "scene":
-        return MjScene(entry["scene"], quaternion_update=entry.get("quaternion_update", "quaternion"))
-    if kind == "dc_motor":
-        params = entry["dc_motor"]
-        if not isinstance(params, Mapping):
-            raise SystemSpecError(f"system spec: model {name!r}: dc_motor must be a table of DCMotor parameters")
-        try:
-            return DCMotor(**params)
-        except TypeError as e:
-            raise SystemSpecError(f"system spec: model {name!r}: {e}") from None
-    from .reference import RigidBody  # rigid_body = {scene = "brick", body = "brick", keyframe = "tumble"}
-
-    rb = entry["rigid_body"]
-    sc = MjScene(rb["scene"])
-    x0 = sc.reset(keyframe=rb["keyframe"]) if "keyframe" in rb else sc.x0()
-    j = sc.joints[0]
-    return RigidBodyModel(RigidBody.from_mujoco(sc.model, rb.get("body", 1)), x0=x0[j.qposadr:j.qposadr + 13])
-
-
-def _coupling_from_spec(entry: Mapping) -> Coupling:
-    """``{reads = ["arm.yaw/qvel"], writes = "motor.omega", gain = 1.0}``: writes = gain * sum(reads)."""
-    try:
-        reads, writes = entry["reads"], entry["writes"]
-    except (KeyError, TypeError):
-        raise SystemSpecError(f"system spec: a coupling needs reads and writes, got {entry!r}") from None
-    gain = float(entry.get("gain", 1.0))
-    return Coupling(tuple([reads] if isinstance(reads, str) else reads), writes,
-                    lambda *v: gain * functools.reduce(lambda a, b: a + b, v))
-
-
-def system_from_spec(path) -> System:
-    """A System from a TOML (Python >= 3.11) or JSON file: ``[models.<name>]`` tables (``scene = "arm"``,
-    ``dc_motor = {...}`` or ``rigid_body = {scene, body, keyframe}``) in synchronization order, and
-    ``[[couplings]]`` entries (reads, writes, gain)."""
-    import json
-    from pathlib import Path
-
-    path = Path(path)
-    if path.suffix not in SPEC_SUFFIXES:
-        raise SystemSpecError(f"system spec {str(path)!r} must end in {SPEC_SUFFIXES}")
-    text = path.read_text()
-    if path.suffix == ".json":
-        spec = json.loads(text)
-    else:
-        import tomllib
-
-        spec = tomllib.loads(text)
-    models = spec.get("models")
-    if not isinstance(models, Mapping) or not models:
-        raise SystemSpecError(f"system spec {str(path)!r} needs a non-empty 'models' table")
-    members = {n: _member_from_spec(n, e) for n, e in models.items()}
-    return System(members, couplings=[_coupling_from_spec(c) for c in spec.get("couplings", ())])

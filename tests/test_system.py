@@ -11,7 +11,9 @@ import numpy as np
 import pytest
 
 from mjharness.adapters import Coupling, DCMotor, GlobalOffset, LocalOffset, MjScene, OffsetTypeError, RigidBody
-from mjharness.adapters.system import RigidBodyModel, System, SystemSpecError, system_from_spec
+from mjharness.adapters.system import System
+from mjharness.adapters.system_spec import RigidBodyModel, system_from_spec
+from mjharness.adapters.system_types import SystemSpecError
 from mjharness.integrators import RK4, DormandPrince, EulerMaruyama, StateError, StateRegistry, StateSpec
 from mjharness.integrators.prng import step_key
 from mjharness.integrators.stochastic import Increments

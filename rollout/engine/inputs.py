@@ -110,7 +110,7 @@ def check_model_params(scene, params, B: int, *, shared: bool = False) -> dict:
             raise RolloutError(f"model_params keys are MJX field paths like 'body_mass' or 'opt.gravity', got {name!r}")
         member, path = scene, name
         if owner is not None:
-            from mjharness.adapters.system import SystemSpecError
+            from mjharness.adapters.system_types import SystemSpecError
 
             try:
                 _, member, path = owner(name)

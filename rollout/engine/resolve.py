@@ -40,7 +40,7 @@ def resolve_run_scene(scene, *, mjx="adapt", quaternion_update="quaternion", bac
         name, why = choose_backend(asked, {**scene.needs(), **needs})
         return scene.on_backend(name), (scene.backend_note or why)
     if isinstance(scene, (str, os.PathLike)) and str(scene).endswith((".toml", ".json")):
-        from mjharness.adapters.system import system_from_spec  # a System spec file (adapters/system.py)
+        from mjharness.adapters.system_spec import system_from_spec  # a System spec file (adapters/system_spec.py)
 
         return system_from_spec(scene), "the system's members (JAX)"
     name, why = choose_backend(backend, needs)

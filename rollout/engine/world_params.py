@@ -36,7 +36,7 @@ def draw_params(scene, randomize: dict, seed: int, world_offset: int, B: int, ex
 
     owner = getattr(scene, "param_owner", None)
     if owner is not None:  # a System (adapters/system.py)
-        from mjharness.adapters.system import SystemSpecError
+        from mjharness.adapters.system_types import SystemSpecError
 
         groups = {}
         for key, dist in randomize.items():
