@@ -258,12 +258,12 @@ def _host_loop(plan: Plan, B: int):
                     reset=plan.loop.reset)
 
 
-def _host_chunks(plan: Plan, B: int, sink: dict):
+def _host_chunks(plan: Plan, B: int, xs: np.ndarray | None, carries: bool):
     """(chunk function, chunk_input) when the scene's backend runs whole chunks on the host (MuJoCo's own scheme
     on MuJoCo C: one batched mj_step call per chunk), else None: the compiled chunk. The function takes and
-    gives what the compiled one does (``WorldState``, ``ChunkOutput``), as host arrays. ``sink`` (filled once the
-    run's memory exists): ``xs`` the in-memory trajectory (T, B, n) the chunks write their samples into in place,
-    ``carries`` whether the carry after each sample is needed (a file records it)."""
+    gives what the compiled one does (``WorldState``, ``ChunkOutput``), as host arrays. ``xs``: the in-memory
+    trajectory (T, B, n) the chunks write their samples into in place (None: not kept); ``carries``: whether the
+    carry after each sample is needed (a file records it)."""
     if plan.physics.view.chunk_runner is None:
         return None
     ph, rec = plan.physics, plan.record
@@ -282,13 +282,48 @@ def _host_chunks(plan: Plan, B: int, sink: dict):
     S, T = plan.record.chunk // plan.record.record_every, plan.record.samples
 
     def run(state: WorldState, inp) -> ChunkOutput:
-        j0, xs = inp[0] // plan.record.record_every, sink.get("xs")
+        j0 = inp[0] // plan.record.record_every
         dest = xs[j0:j0 + S] if xs is not None and j0 + S <= T else None  # a whole chunk of rows fits: in place
-        r = runner(*state, *inp, dest=dest, carries=sink.get("carries", True))
+        r = runner(*state, *inp, dest=dest, carries=carries)
         return ChunkOutput(state=WorldState(r.x, r.carry, r.status, r.status_step), xs=r.xs, carries=r.carries,
                            outputs=r.outputs)
 
     return run, chunk_input
+
+
+def _chunk_function(plan: Plan, st: ChunkStatic, state: WorldState, xs_mem, say):
+    """(static, chunk function, chunk_input, the state as it takes it, (compile_s, trace_s, trace source)): the
+    backend's own whole chunks on the host (MuJoCo C: adapters/backends/host_chunk.py), else the compiled chunk."""
+    B = plan.start.x0.shape[0]
+    host = _host_chunks(plan, B, xs_mem, carries=plan.record.out is not None)
+    if host is not None:
+        say(f"{plan.physics.view.backend} runs whole chunks of {plan.record.chunk} steps natively (batch {B}): "
+            f"nothing to compile")
+        return dataclasses.replace(st, batch=B), *host, state, (0.0, 0.0, "host")
+    (s_in, i_in), _ = shardings(st)
+    chunk_input = _input_maker(plan, i_in, st.batch)
+    state = _device_state(*state, s_in, st.batch)
+    say(f"compiling the chunk function ({plan.physics.view.backend or 'jax'}, batch {B}, {plan.record.chunk} "
+        f"steps per chunk)...")
+    compiled, compile_s, trace_s, source = compiled_chunk(plan.physics.scene, st,
+                                                          (state, chunk_input(plan.start.start_step)))
+    say(f"compiled in {compile_s:.1f} s ({COMPILE_SOURCES.get(source, source)})")
+    return st, compiled, chunk_input, state, (compile_s, trace_s, source)
+
+
+def _stats(plan: Plan, B: int, status, flags: dict, *, run_s: float, **timing) -> dict:
+    """``RolloutResult.stats``: timings, throughput, world outcomes, the file's size, the backend and why."""
+    steps_run = plan.record.steps - plan.start.start_step
+    return dict(**timing, run_s=run_s, steps=steps_run,
+                steps_per_s=steps_run / run_s if run_s > 0 else float("inf"),
+                world_steps_per_s=steps_run * B / run_s if run_s > 0 else float("inf"),
+                worlds_ok=int((status == 0).sum()), worlds_failed=int(failed(status).sum()),
+                worlds_terminated=int((status == TERMINATED).sum()),
+                file_bytes=os.path.getsize(plan.record.out) if plan.record.out else 0, devices=len(plan.devices),
+                chunk=plan.record.chunk,
+                backend=plan.physics.view.backend or "", backend_reason=plan.physics.backend_reason,
+                # {output: {world: (first flagged row, flagged rows)}} over this call's rows (contact overflow)
+                flagged={name: {w: tuple(v) for w, v in sorted(per.items())} for name, per in flags.items()})
 
 
 def execute(plan: Plan, *, progress: bool | str | None = None) -> RolloutResult:
@@ -304,23 +339,9 @@ def execute(plan: Plan, *, progress: bool | str | None = None) -> RolloutResult:
     x, carry, status, status_step = _start_state(plan)
     t_wall = _time.perf_counter()
     say = _phase_printer(progress)
-    sink: dict = {}
-    host = _host_chunks(plan, B, sink)
-    if host is not None:  # the backend runs whole chunks itself (MuJoCo C: adapters/backends/host_chunk.py)
-        st = dataclasses.replace(st, batch=B)
-        (compiled, chunk_input), state = host, WorldState(x, carry, status, status_step)
-        compile_s, trace_s, trace_source = 0.0, 0.0, "host"
-        say(f"{plan.physics.view.backend} runs whole chunks of {plan.record.chunk} steps natively (batch {B}): nothing "
-            f"to compile")
-    else:
-        (s_in, i_in), _ = shardings(st)
-        chunk_input = _input_maker(plan, i_in, st.batch)
-        state = _device_state(x, carry, status, status_step, s_in, st.batch)
-        say(f"compiling the chunk function ({plan.physics.view.backend or 'jax'}, batch {B}, {plan.record.chunk} "
-            f"steps per chunk)...")
-        first = (state, chunk_input(plan.start.start_step))
-        compiled, compile_s, trace_s, trace_source = compiled_chunk(scene, st, first)
-        say(f"compiled in {compile_s:.1f} s ({COMPILE_SOURCES.get(trace_source, trace_source)})")
+    xs_mem, outs_mem, loop_mem = _memory(plan, keep)
+    st, compiled, chunk_input, state, (compile_s, trace_s, trace_source) = _chunk_function(
+        plan, st, WorldState(x, carry, status, status_step), xs_mem, say)
 
     # Only now (inputs checked, function compiled) does anything touch the disk, under the file's writer lock.
     lock = h5.FileLock(plan.record.out).acquire() if plan.record.out else None
@@ -330,8 +351,6 @@ def execute(plan: Plan, *, progress: bool | str | None = None) -> RolloutResult:
     except BaseException:
         lock and lock.release()
         raise
-    xs_mem, outs_mem, loop_mem = _memory(plan, keep)
-    sink.update(xs=xs_mem, carries=writer is not None)
     guard = _watchdog(watchdog_s, plan.physics.view.name, B)
     bar = _progress(progress and progress != PHASES, plan.record.steps, plan.start.start_step)
     t_run, c_run = _time.perf_counter(), _time.process_time()
@@ -353,19 +372,8 @@ def execute(plan: Plan, *, progress: bool | str | None = None) -> RolloutResult:
         finally:
             lock and lock.release()
     run_s, run_cpu_s = _time.perf_counter() - t_run, _time.process_time() - c_run
-    steps_run = plan.record.steps - plan.start.start_step
-    stats = dict(wall_s=_time.perf_counter() - t_wall, compile_s=compile_s, trace_s=trace_s, run_s=run_s,
-                 run_cpu_s=run_cpu_s,
-                 trace_cache=trace_source, steps=steps_run,
-                 steps_per_s=steps_run / run_s if run_s > 0 else float("inf"),
-                 world_steps_per_s=steps_run * B / run_s if run_s > 0 else float("inf"),
-                 worlds_ok=int((status == 0).sum()), worlds_failed=int(failed(status).sum()),
-                 worlds_terminated=int((status == TERMINATED).sum()),
-                 file_bytes=os.path.getsize(plan.record.out) if plan.record.out else 0, devices=ndev,
-                 chunk=plan.record.chunk,
-                 backend=plan.physics.view.backend or "", backend_reason=plan.physics.backend_reason,
-                 # {output: {world: (first flagged row, flagged rows)}} over this call's rows (contact overflow)
-                 flagged={name: {w: tuple(v) for w, v in sorted(per.items())} for name, per in flags.items()})
+    stats = _stats(plan, B, status, flags, wall_s=_time.perf_counter() - t_wall, compile_s=compile_s,
+                   trace_s=trace_s, run_s=run_s, run_cpu_s=run_cpu_s, trace_cache=trace_source)
     R = plan.record.record_every
     time = plan.start.t0 + (np.arange(plan.record.samples) + 1) * R * plan.physics.dt
     return RolloutResult(time=time, x=xs_mem, status=status,
