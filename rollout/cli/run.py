@@ -70,14 +70,33 @@ def command(args) -> int:
     check_args(args)  # every option, file and spec, before JAX, MJX or the scene load (a second or more)
     import_mujoco(args)
     from mjharness.adapters import configure
-    from mjharness.adapters.backends import AUTO, requested
     from mjharness.rollout.engine import RolloutError, rollout
-    from mjharness.rollout.engine.plan import needs_sensors, resolve_run_scene, run_needs
 
     if args.local_processes:
         return launch.launch_local(args)
     configure()  # float64, the XLA:CPU flag, the caches, the log filter: before any array (--dtype may change it)
     process = launch.initialize() if args.distributed else None  # (k, n): this process is one of n
+    s, kw, info, params = _call(args, process)
+    if kw.get("progress", True) and (process is None or process[0] == 0):  # loading can take seconds (MJX check)
+        print(f"mjharness run: loading {scene_label(s['label'])}...", file=sys.stderr, flush=True)
+    scene, why = _scene(args, s, kw, params)
+    _loaded_inputs(args, s, kw, scene, params, info)
+    if process is None or process[0] == 0:
+        print(_header(s, kw, scene, why, process), file=sys.stderr)
+    try:
+        r = rollout(scene, s["integrator"], **kw)
+    except RolloutError as e:  # the run specification's words are Python's: say them as the command line does
+        raise CliError(cli_spelling(str(e))) from None
+    if process is None:
+        _summary(r)
+    else:
+        launch.process_summary(r, process)
+    return 0
+
+
+def _call(args, process):
+    """(settings, rollout() keywords, the resumed file as read or None, the --param sweep): a resume reads its file
+    once, here."""
     info = None
     if args.resume:
         from mjharness.rollout.h5 import read_resume
@@ -100,8 +119,14 @@ def command(args) -> int:
         kw["batch"] = n_param
     if info is not None and process is None:
         kw["resume"] = info  # the engine takes the file as read here (one open)
-    if kw.get("progress", True) and (process is None or process[0] == 0):  # loading can take seconds (MJX check)
-        print(f"mjharness run: loading {scene_label(s['label'])}...", file=sys.stderr, flush=True)
+    return s, kw, info, params
+
+
+def _scene(args, s: dict, kw: dict, params):
+    """(the scene on its backend, why that backend): resolved here, so that the header and --ctrl see its model."""
+    from mjharness.adapters.backends import AUTO, requested
+    from mjharness.rollout.engine.plan import needs_sensors, resolve_run_scene, run_needs
+
     outputs = setting(kw, s, "outputs")
     outputs = tuple(o for o in outputs.split(",") if o) if isinstance(outputs, str) else outputs
     backend = requested((s["file"].get("backend") or AUTO, f"--resume {args.resume}"), (kw.get("backend", AUTO),
@@ -114,6 +139,12 @@ def command(args) -> int:
     why = s.get("backend_reason") or why
     if hasattr(scene, "backend_note"):  # the file records why, not "asked for" (the CLI resolved the scene itself)
         scene.backend_note = why
+    return scene, why
+
+
+def _loaded_inputs(args, s: dict, kw: dict, scene, params, info) -> None:
+    """The keywords the flags' files give once the scene is known: --param arrays, --ctrl, --controller,
+    --terminate."""
     if params:
         kw["model_params"] = param_arrays(params, scene)
     if args.ctrl and args.controller:
@@ -125,17 +156,6 @@ def command(args) -> int:
         kw["ctrl"] = load_controller(args.controller, scene.model)
     if args.terminate:
         kw["terminate"] = load_terminate(args.terminate)
-    if process is None or process[0] == 0:
-        print(_header(s, kw, scene, why, process), file=sys.stderr)
-    try:
-        r = rollout(scene, s["integrator"], **kw)
-    except RolloutError as e:  # the run specification's words are Python's: say them as the command line does
-        raise CliError(cli_spelling(str(e))) from None
-    if process is None:
-        _summary(r)
-    else:
-        launch.process_summary(r, process)
-    return 0
 
 
 def _summary(r) -> None:
