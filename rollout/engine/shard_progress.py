@@ -38,7 +38,7 @@ def shard_step(path: str, *, steps: int, record_every: int, in_process: bool = F
         return None
     from h5py._objects import phil
 
-    from ..h5.reader import open_h5
+    from ..h5.reading import open_h5
 
     try:
         with phil if in_process else nullcontext():

@@ -18,7 +18,8 @@ import numpy as np
 
 from .digest import INTEGRITY_GROUP
 from .format import LIBVER, RolloutFileError, decode_attr
-from .reader import open_h5, open_rollout
+from .reader import open_rollout
+from .reading import open_h5
 
 PER_WORLD = ("x0", "status", "status_step", "carry0", "world_index")
 INTEGRITY = INTEGRITY_GROUP + "/"  # shard 0's content hashes: the joined file gets its own

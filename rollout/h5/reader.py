@@ -22,7 +22,7 @@ import numpy as np
 from mjharness.integrators import StateError, StateLayout
 
 from .episodes import cut_episodes, episode_table
-from .errors import CorruptFileError, FileNotReadyError, RolloutFileError
+from .errors import CorruptFileError, RolloutFileError
 from .format import FORMAT, decode_attr, is_output
 from .layout import (
     carry_dict,
@@ -34,6 +34,7 @@ from .layout import (
 )
 from .model import asset_name, model_from_mjb, model_from_xml
 from .provenance import read_code
+from .reading import _AXIS_KEYS, _fields, open_h5, read_error
 from .tables import read_table, table_sha256
 
 MODEL_SOURCES = ("auto", "mjb", "xml")
@@ -489,86 +490,11 @@ class RolloutFile:
         return self._f
 
     def __repr__(self):
-        _, B, n = self._f["x"].shape
-        T = self._f["x"].shape[0]
+        T, B, n = self._f["x"].shape
         return (f"RolloutFile({self.path!r}, samples={self.samples}/{T}, batch={B}, n={n}, "
                 f"nc={carry_size(self.carry_layout)}, complete={self.complete})")
-
-
-_AXIS_KEYS = ("DIMENSION_LIST", "REFERENCE_LIST", "CLASS", "NAME", "long_name", "units")
-
-
-def _fields(g) -> list[str]:
-    """The data of a group, not its axes (dimension scales: ``world``, ``_<field>_<axis>``, ``_<asset>_byte``)."""
-    return [k for k in g if not is_scale(g[k])]
-
-
-def is_scale(ds) -> bool:
-    return decode_attr(ds.attrs.get("CLASS")) == "DIMENSION_SCALE"
 
 
 def open_rollout(path) -> RolloutFile:
     """Open a rollout file for reading (see ``RolloutFile``)."""
     return RolloutFile(path)
-
-
-def open_h5(path: str) -> tuple[h5py.File, bool]:
-    """(the file opened read-only, whether as a SWMR reader): SWMR for files in the latest format (readable
-    while written), plain for older ones; no HDF5 file lock either way (readers never block the writer).
-    Open failures become ``FileNotReadyError`` (being created or prepared: retry) or ``RolloutFileError``."""
-    from .superblock import superblock_state
-
-    errors = []
-    # SWMR only for a file a writer has open (or left open): a SWMR reader retries a metadata checksum failure
-    # with growing sleeps for hours, so a damaged closed file must fail fast in a plain open instead.
-    st = superblock_state(path)
-    live = st is not None and st["checksum_ok"] and st["flags"] != 0
-    attempts = [(True, dict(libver="latest", swmr=True, locking=False))] if live else []
-    # The last: this process already holds the file open another way (e.g. xarray), HDF5 wants the same flags.
-    for swmr, kw in (*attempts, (False, dict(locking=False)), (False, {})):
-        try:
-            return h5py.File(path, "r", **kw), swmr
-        except OSError as e:
-            errors.append(e)
-    text = "; ".join(dict.fromkeys(str(e) for e in errors))
-    if "already open for write" in text:
-        raise FileNotReadyError(f"{path}: a writer is creating or preparing this file right now; retry in a moment "
-                                f"({errors[-1]})")
-    if "signature" in text or "not an hdf5" in text.lower():
-        raise RolloutFileError(f"{path}: not a readable HDF5 file (no HDF5 signature): not a rollout file")
-    if "truncated" in text or "eof" in text.lower():
-        raise FileNotReadyError(f"{path}: the file is shorter than its header says: it is being created (retry in a "
-                                f"moment) or it was cut short (then it cannot be read) ({errors[0]})")
-    raise CorruptFileError(f"{path}: not a readable HDF5 file: its header is damaged ({errors[0]})", path=path,
-                           dataset="/")
-
-
-def _chunk_of(ds, sel) -> tuple | None:
-    """The index (per axis) of the first chunk in ``ds[sel]`` that fails to read, or None."""
-    if ds.chunks is None:
-        return None
-    try:
-        parts = ds.iter_chunks(sel) if sel != () else ds.iter_chunks()
-        for part in parts:
-            try:
-                ds[part]
-            except OSError:
-                return tuple(s.start // c for s, c in zip(part, ds.chunks))
-    except (TypeError, ValueError):  # a selection iter_chunks does not take (an int): scan all chunks
-        return _chunk_of(ds, ()) if sel != () else None
-    return None
-
-
-def read_error(path: str, f: h5py.File, name: str, sel, e: OSError, *, live: bool) -> RolloutFileError:
-    """The named error of a failed read of ``/name``: a checksum failure (with the chunk) or, while the
-    file is being written, ``FileNotReadyError``."""
-    text = str(e)
-    checksum = any(w in text.lower() for w in ("checksum", "fletcher", "filter", "edc"))
-    if live and not checksum:
-        return FileNotReadyError(f"{path}: /{name} cannot be read at this instant ({text}); the file is being "
-                                 f"written: retry")
-    chunk = _chunk_of(f[name], sel) if name in f else None
-    where = f" chunk {chunk}" if chunk is not None else ""
-    return CorruptFileError(f"{path}: /{name}{where} is corrupt ({'checksum mismatch' if checksum else text}); "
-                            f"`mjharness verify {path}` lists every damaged chunk", path=path, dataset=f"/{name}",
-                            chunk=chunk)
