@@ -550,7 +550,7 @@ class MjScene:
         The MuJoCo model (binary), its MJX model and data template (the constants a trace embeds),
         the state layout, the quaternion policy and the noise sources. ``None`` once user callables
         (``add_state`` derivatives or diffusions) take part: their code cannot be hashed reliably.
-        Used by the rollout engine's cache of traced functions (``rollout/aot.py``).
+        Used by the rollout engine's cache of traced functions (``rollout/cache.py``).
         """
         if self._extras or _noise.scene_noise(self).extras:
             return None

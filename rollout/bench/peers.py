@@ -122,7 +122,7 @@ def same_scheme(scene) -> tuple[str, ...]:
 
 def _match_dtypes(new, old):
     """Cast ``new``'s leaves to ``old``'s dtypes: with x64, put_data's int32 contact fields come back
-    int64 from mjx.step, which a scan carry refuses (DESIGN.md section 7)."""
+    int64 from mjx.step, which a scan carry refuses."""
     import jax
 
     return jax.tree_util.tree_map(lambda a, b: a.astype(b.dtype) if a.dtype != b.dtype else a, new, old)

@@ -1,4 +1,4 @@
-"""HDF5 rollout files (format version 2, version 1 read too; DESIGN.md section 5, docs/files.md).
+"""HDF5 rollout files (format version 2, version 1 read too; docs/files.md).
 
 ``format``: constants, ``FileSpec``, the file's layout and attribute encoding; ``layout``: the
 ``/layout`` table <-> ``StateLayout`` and the carry's rows and flat vector; ``model``: the lossless
