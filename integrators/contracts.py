@@ -174,7 +174,7 @@ def merged(carry: Mapping | None, update: Mapping | None) -> dict | None:
 
 def step_result(pair: tuple, carry: Mapping | None):
     """``step``'s documented result from ``step_carry``'s ``(x_next, carry_next)``: ``x_next`` alone when
-    no carry was passed (DESIGN.md §4), else the pair."""
+    no carry was passed (docs/integrators.md), else the pair."""
     return pair[0] if carry is None else pair
 
 
