@@ -10,8 +10,9 @@ from importlib import resources
 
 import mujoco
 
-from . import compat
+from . import compat  # noqa: F401 - mjharness.scenes.compat, for readers of the codes
 from .compat import check_mjx_trace
+from .compat_adapt import apply as adapt_for_mjx
 from .errors import LOAD_CODES, SceneError
 from .topology import (
     TopologyError,
@@ -142,7 +143,7 @@ def load_scene(src, *, mjx: str = "adapt", unsupported_contacts: str = "refuse",
     if isinstance(src, mujoco.MjModel):
         return src
     spec, model, source = _compile(src)
-    model, log = compat.apply(spec, model, source, mode=mjx, unsupported_contacts=unsupported_contacts,
+    model, log = adapt_for_mjx(spec, model, source, mode=mjx, unsupported_contacts=unsupported_contacts,
                               need_sensors=need_sensors)
     return _remember(model, spec, src, source, log)
 
