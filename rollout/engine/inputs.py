@@ -75,7 +75,6 @@ def _check_physical(name: str, path: str, v: np.ndarray, nominal: np.ndarray) ->
     by): >= 0 where a negative value is unphysical, and the world body's (body 0) mass and inertia left as they are
     (derived fields, e.g. ``body_subtreemass``, are the model's to set)."""
     field = path.rsplit(".", 1)[-1]
-    v = v.reshape((v.shape[0],) + nominal.shape) if v.ndim == nominal.ndim + 1 else v
     if field in POSITIVE and field.startswith("body_") and nominal.ndim >= 1 and nominal.shape[0] > 0:
         moved = ~np.all(v[:, 0] == nominal[0], axis=tuple(range(1, v.ndim - 1)))
         if moved.any():

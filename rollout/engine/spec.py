@@ -71,6 +71,7 @@ class Needs:
     test: Callable[[Any], bool]
     text: str
     when: Callable[[Any], bool] = lambda v: True
+    unless: str | None = None           # another option that, when set, satisfies the rule as well
 
 
 @dataclass(frozen=True)
@@ -184,7 +185,7 @@ class Recording:
     keep: bool = option(
         True, Bool(), "hold the trajectory in memory (keep=False with out: read it from the file)", cli=False,
         needs=(Needs("out", lambda v: v is not None, "keep=False needs out= or resume= (the trajectory would be "
-                                                      "kept nowhere)", when=lambda v: not v),))
+                                                      "kept nowhere)", when=lambda v: not v, unless="resume"),))
 
 
 @dataclass(frozen=True)
@@ -331,10 +332,6 @@ def check_int(name: str, v: Any, lo: int) -> int:
     return Int(lo=lo).check(name, v)
 
 
-def check_finite(name: str, v: Any, lo: float | None = None, *, allow_none: bool = False) -> float | None:
-    return Float(lo=lo, none=allow_none).check(name, v)
-
-
 def _combinations(values: dict, given: frozenset) -> None:
     """Every ``Needs`` rule of the options given a value other than their default: one error naming both options."""
     for name in sorted(given):
@@ -342,9 +339,9 @@ def _combinations(values: dict, given: frozenset) -> None:
             v = values[name]
             if _same(v, DEFAULTS[name]):
                 continue
+            if need.unless is not None and values[need.unless] is not None:
+                continue
             if need.when(v) and not need.test(values[need.option]):
-                if need.option == "out" and values.get("resume") is not None and name == "keep":
-                    continue  # keep=False with resume: the resumed file holds the trajectory
                 raise RolloutError(f"{name}={v!r} {need.text} ({need.option}={values[need.option]!r})")
 
 
