@@ -17,7 +17,7 @@ What counts, precisely:
 - Imports of other distributions (jax, mujoco, ...) are not nodes.
 
 Layers (DESIGN.md §2): ``integrators`` imports nothing of ours but itself; ``scenes`` imports only ``scenes``
-and ``mjharness.integrators.errors`` (the one exception base, issue 27); ``adapters`` does not import
+and ``mjharness.integrators.errors`` / ``.names`` (the one exception base and the string-enum base); ``adapters`` does not import
 ``rollout``; ``data`` (package data) imports nothing of ours.
 """
 
@@ -211,7 +211,7 @@ def _layer(module: str) -> str:
 
 LAYER_RULES = {
     "integrators": lambda t: _layer(t) == "integrators",
-    "scenes": lambda t: _layer(t) == "scenes" or t == "mjharness.integrators.errors",
+    "scenes": lambda t: _layer(t) == "scenes" or t in ("mjharness.integrators.errors", "mjharness.integrators.names"),
     "adapters": lambda t: _layer(t) != "rollout",
     "data": lambda t: False,
 }
