@@ -7,9 +7,10 @@ from mjharness.scenes.settings import configure, import_mjx
 import_mjx()
 
 from .mjcf_inertia import rigid_body_from_mjcf  # noqa: E402 - after the quiet MJX import
-from .mjscene import JointStates, MjScene, joint_states  # noqa: E402 - after the quiet MJX import
+from .mjscene import MjScene  # noqa: E402 - after the quiet MJX import
 from .motor import DCMotor  # noqa: E402 - after the quiet MJX import
 from .reference import FreeJointState, RigidBody, SpatialInertia  # noqa: E402 - after the quiet MJX import
+from .scene_layout import JointStates, joint_states  # noqa: E402 - after the quiet MJX import
 from .system import System  # noqa: E402 - after the quiet MJX import
 from .system_spec import RigidBodyModel, system_from_spec  # noqa: E402
 from .system_types import Coupling, GlobalOffset, LocalOffset, OffsetTypeError, SystemSpecError  # noqa: E402

@@ -4,7 +4,7 @@ A slot is one MuJoCo contact (``mjContact``): the geoms, the contact point, the 
 normal, from geom1 to geom2; rows 1-2 the tangents), the distance, and the 6 force components in the
 contact frame as ``mj_contactForce`` returns them (normal, two tangential, torsional, two rolling; the
 ones beyond the contact's condim are 0), a valid flag and the contact's index in MuJoCo's own array
-(``d.contact`` in C, ``d._impl.contact`` in MJX). Slots are sorted by (geom1, geom2), ties in MuJoCo's own
+(``d.contact`` in C, MJX's own contact array in MJX). Slots are sorted by (geom1, geom2), ties in MuJoCo's own
 order (the collision function's), then the empty slots (geoms -1, everything else 0): a geom pair keeps
 neighbouring slots from row to row, and each slot still names its MuJoCo contact.
 
@@ -22,6 +22,8 @@ import math
 
 import mujoco
 import numpy as np
+
+from .backends import mjx_private
 
 _G = mujoco.mjtGeom
 COLUMNS = (("geom1", "geom2", "pos_x", "pos_y", "pos_z") + tuple(f"frame{r}{c}" for r in range(3) for c in range(3))
@@ -51,13 +53,11 @@ DEFAULT_WARP_WORLDS = 1024
 
 def pair_contact_bound(t1: int, t2: int) -> int:
     """The most contacts MuJoCo (C or MJX) returns for one pair of geoms of types ``t1``, ``t2``."""
-    from mujoco.mjx._src import collision_driver
-
-    key = tuple(sorted((int(t1), int(t2))))
-    fn = collision_driver._COLLISION_FUNC.get(tuple(collision_driver.GeomType(t) for t in key))
-    if fn is None or _G.mjGEOM_HFIELD in key:  # no table entry (SDF, flex) or a heightfield: C's own cap
+    a, b = sorted((int(t1), int(t2)))
+    ncon = mjx_private.collision_ncon(a, b)
+    if ncon is None or _G.mjGEOM_HFIELD in (a, b):  # no table entry (SDF, flex) or a heightfield: C's own cap
         return int(mujoco.mjMAXCONPAIR)
-    return max(int(fn.ncon), _C_PAIR_CONTACTS.get(key, 0))
+    return max(ncon, _C_PAIR_CONTACTS.get((a, b), 0))
 
 
 def model_contact_bound(m: mujoco.MjModel, pairs: np.ndarray) -> int:
@@ -127,83 +127,6 @@ def host_slots(m: mujoco.MjModel, d: mujoco.MjData, K: int, f6: np.ndarray) -> t
     out[:k, COL["valid"]] = 1
     out[:k, COL["id"]] = ids
     return out, n
-
-
-def mjx_slots(mx, d, K: int):
-    """(slots (K, len(COLUMNS)), ncon, nefc) of MJX data after ``mjx.forward`` (JAX implementation).
-
-    MJX holds one contact per candidate of every collision function; a candidate is a contact when its
-    constraint is active, ``dist < includemargin`` (as MJX's constraint rows decide). The force is MJX's
-    own ``support.contact_force`` (contact frame)."""
-    import jax.numpy as jnp
-    from mujoco.mjx._src import support
-
-    impl = getattr(d, "_impl", None)
-    con = getattr(impl, "contact", None)
-    if con is None:
-        raise ValueError("output 'contacts' reads MJX's own contact array (d._impl.contact); this MJX data has "
-                         "none (MuJoCo Warp holds every world's contacts in one arena): use backend 'mjx' or "
-                         "'mujoco'")
-    n, f = con.dist.shape[0], con.pos.dtype  # the run's float width (float32 in a float32 run)
-    nefc = jnp.sum(jnp.any(impl.efc_J != 0, axis=-1)) if impl.efc_J.size else jnp.asarray(0)
-    empty = jnp.zeros((K, len(COLUMNS))).at[:, jnp.array([COL["geom1"], COL["geom2"], COL["id"]])].set(-1.0)
-    if n == 0:
-        return empty, jnp.asarray(0.0), nefc.astype(f)
-    valid = con.dist < con.includemargin
-    force = jnp.stack([support.contact_force(mx, d, i) for i in range(n)])
-    rows = jnp.concatenate([con.geom1[:, None].astype(f), con.geom2[:, None].astype(f), con.pos,
-                            con.frame.reshape(n, 9), con.dist[:, None], force, jnp.ones((n, 1)),
-                            jnp.arange(n, dtype=f)[:, None]], axis=1)
-    ids = slot_order(con.geom1, con.geom2, valid, xp=jnp)[:K]
-    take = jnp.where(valid[ids][:, None], rows[ids], empty[:len(ids)])
-    slots = empty.at[:len(ids)].set(take)
-    return slots, jnp.sum(valid).astype(f), nefc.astype(f)
-
-
-def warp_slots(mx, d, K: int, world):
-    """(slots (K, len(COLUMNS)), ncon, nefc, arena full) of world ``world`` (its index in the vmapped call) from
-    MuJoCo Warp data after ``mjx.forward`` (``impl="warp"``).
-
-    MJWarp keeps one contact arena for every world of the call (``contact__worldid`` says whose) and each world's
-    constraint rows apart; a contact's force is decoded from its rows as ``mj_contactForce`` does: pyramidal
-    cones by ``mju_decodePyramid`` (normal = the sum of the 2 (dim - 1) edge forces, tangent i = their difference
-    times friction i), elliptic cones row by row."""
-    import jax.numpy as jnp
-
-    impl = d._impl
-    n, f = impl.contact__dist.shape[0], impl.contact__pos.dtype
-    nefc = jnp.reshape(impl.nefc, ()).astype(f)
-    nacon = jnp.reshape(impl.nacon, (-1,))[0]
-    full = nacon >= impl.contact__dist.shape[0]
-    empty = jnp.zeros((K, len(COLUMNS)), f).at[:, jnp.array([COL["geom1"], COL["geom2"], COL["id"]])].set(-1.0)
-    if n == 0:
-        return empty, jnp.asarray(0.0, f), nefc, full
-    idx = jnp.arange(n)
-    mine = (idx < nacon) & (impl.contact__worldid == world)
-    geom = impl.contact__geom
-    dim, adr, mu = impl.contact__dim, impl.contact__efc_address, impl.contact__friction
-    efc = impl.efc__force
-    rows_f = jnp.where(adr >= 0, efc[jnp.clip(adr, 0, max(efc.shape[0] - 1, 0))], 0.0) if efc.shape[0] else \
-        jnp.zeros(adr.shape, f)
-    width = adr.shape[1]
-    force = jnp.zeros((n, 6), f)
-    if int(mx.opt.cone) == int(mujoco.mjtCone.mjCONE_PYRAMIDAL):
-        edges = jnp.arange(width)[None, :] < 2 * (dim[:, None] - 1)
-        normal = jnp.where(dim == 1, rows_f[:, 0], jnp.sum(jnp.where(edges, rows_f, 0.0), axis=1))
-        force = force.at[:, 0].set(normal)
-        for i in range(min(width // 2, 5)):
-            tang = (rows_f[:, 2 * i] - rows_f[:, 2 * i + 1]) * mu[:, i]
-            force = force.at[:, i + 1].set(jnp.where(i + 1 < dim, tang, 0.0))
-    else:  # elliptic: one row per force component
-        for i in range(min(width, 6)):
-            force = force.at[:, i].set(jnp.where(i < dim, rows_f[:, i], 0.0))
-    order = jnp.cumsum(mine) - 1  # the contact's index among its world's, in MJWarp's order
-    rows = jnp.concatenate([geom[:, :1].astype(f), geom[:, 1:2].astype(f), impl.contact__pos,
-                            impl.contact__frame.reshape(n, 9), impl.contact__dist[:, None], force,
-                            jnp.ones((n, 1), f), order[:, None].astype(f)], axis=1)
-    ids = slot_order(geom[:, 0], geom[:, 1], mine, xp=jnp)[:K]
-    take = jnp.where(mine[ids][:, None], rows[ids], empty[:len(ids)])
-    return empty.at[:len(ids)].set(take), jnp.sum(mine).astype(f), nefc, full
 
 
 # -- reading them back ------------------------------------------------------------------------------------

@@ -33,14 +33,15 @@ import jax
 import jax.numpy as jnp
 import mujoco
 import numpy as np
-from mujoco.mjx._src import derivative, math, support
-from mujoco.mjx._src.types import DisableBit, DynType, GainType, JointType, TrnType
+from mujoco import mjx
+from mujoco.mjx import DisableBit, DynType, GainType, JointType, TrnType
+
+from .backends import mjx_private as _private
 
 
 def unsupported(mjx_model) -> str | None:
     """Why implicitfast cannot run on this model, or None."""
-    impl = getattr(mjx_model.opt, "_impl", None)
-    if getattr(impl, "has_fluid_params", False) and not (
+    if _private.has_fluid_params(mjx_model) and not (
             mjx_model.opt.disableflags & (DisableBit.DAMPER | DisableBit.SPRING)):
         return ("fluid drag (opt density, viscosity or wind) has no implicitfast derivative in MJX; set them to 0 "
                 "or choose semi_implicit_euler or rk4")
@@ -110,16 +111,16 @@ def _muscle_deriv(m, d, keep):
     ids = np.flatnonzero(np.asarray(m.actuator_gaintype) == GainType.MUSCLE)
     if not ids.size:
         return None
-    dgain = jax.vmap(jax.grad(support.muscle_gain, argnums=1))(
-        d.actuator_length[ids], d._impl.actuator_velocity[ids], jnp.asarray(m.actuator_lengthrange)[ids],
-        jnp.asarray(m.actuator_acc0)[ids], m.actuator_gainprm[ids])
+    dgain = jax.vmap(jax.grad(_private.muscle_gain, argnums=1))(
+        d.actuator_length[ids], _private.impl_field(d, "actuator_velocity")[ids],
+        jnp.asarray(m.actuator_lengthrange)[ids], jnp.asarray(m.actuator_acc0)[ids], m.actuator_gainprm[ids])
     # force = gain * (ctrl, or the last activation of a stateful actuator), as C's mjd_actuator_vel
     u = d.ctrl[ids]
     stateful = np.flatnonzero(np.asarray(m.actuator_dyntype)[ids] != DynType.NONE)
     if stateful.size:
         last = np.asarray(m.actuator_actadr)[ids] + np.asarray(m.actuator_actnum)[ids] - 1
         u = u.at[stateful].set(d.act[last[stateful]])
-    mom = d._impl.actuator_moment[ids]
+    mom = _private.impl_field(d, "actuator_moment")[ids]
     return mom.T @ ((keep[ids] * dgain * u)[:, None] * mom)
 
 
@@ -130,7 +131,7 @@ def smooth_vel_deriv(m, d) -> jax.Array:
     if keep is not None:  # clamped actuators: zero their velocity gain and bias for MJX's derivative
         mk = m.replace(actuator_gainprm=m.actuator_gainprm.at[:, 2].multiply(keep),
                        actuator_biasprm=m.actuator_biasprm.at[:, 2].multiply(keep))
-    qderiv = derivative.deriv_smooth_vel(mk, d)
+    qderiv = mjx.deriv_smooth_vel(mk, d)
     qderiv = jnp.zeros((m.nv, m.nv), d.qvel.dtype) if qderiv is None else qderiv
     if keep is not None and not (m.opt.disableflags & DisableBit.ACTUATION):
         mus = _muscle_deriv(m, d, keep)
@@ -145,8 +146,8 @@ def _free_bias(cdof, crb, qv):
     """Velocity part of qfrc_bias of a free rigid subtree (MJX's com_vel + rne on one 6-dof block)."""
     vt = cdof[:3].T @ qv[:3]  # translation first: the angular cdof_dot sees only it (as com_vel)
     v = vt + cdof[3:].T @ qv[3:]
-    acc = jnp.einsum("ij,i->j", jax.vmap(math.motion_cross, in_axes=(None, 0))(vt, cdof[3:]), qv[3:])
-    f = math.inert_mul(crb, acc) + math.motion_cross_force(v, math.inert_mul(crb, v))
+    acc = jnp.einsum("ij,i->j", jax.vmap(_private.motion_cross, in_axes=(None, 0))(vt, cdof[3:]), qv[3:])
+    f = _private.inert_mul(crb, acc) + _private.motion_cross_force(v, _private.inert_mul(crb, v))
     return cdof @ f
 
 
@@ -157,7 +158,7 @@ def free_blocks(m, d, h, M, qfrc, qderiv, qacc):
         return qacc
     idx = np.asarray(adr)[:, None] + np.arange(6)  # (k, 6)
     body = np.asarray(m.dof_bodyid)[np.asarray(adr)]
-    cdof, crb = d.cdof[idx], d._impl.crb[body]
+    cdof, crb = d.cdof[idx], _private.impl_field(d, "crb")[body]
     B = jax.vmap(jax.jacfwd(_free_bias, argnums=2))(cdof, crb, d.qvel[idx])
     A = M[idx[:, :, None], idx[:, None, :]] - h * (qderiv[idx[:, :, None], idx[:, None, :]] - B)
     local = jnp.linalg.solve(A, qfrc[idx][..., None])[..., 0]
@@ -180,7 +181,7 @@ def implicitfast_qacc(m, d, h) -> jax.Array:
         off[(np.asarray(adr)[:, None] + np.arange(6)).ravel()] = 0.0
         glob = qderiv * np.outer(off, off)
     # As mjx.forward.implicit: dense M (full_m also unpacks MJX's sparse storage), Cholesky.
-    M = support.full_m(m, d)
+    M = mjx.full_m(m, d)
     qacc = jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(M - h * glob), qfrc)
     return free_blocks(m, d, h, M, qfrc, qderiv, qacc)
 

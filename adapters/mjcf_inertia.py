@@ -77,6 +77,79 @@ def geom_volume(kind: str, size, shell: bool = False) -> float:
     raise ValueError(f"no volume formula for geom type {kind!r}")
 
 
+def _capsule_inertia(s: np.ndarray, m: float, shell: bool) -> np.ndarray:
+    r, hh = s[0], s[1]
+    h = 2 * hh
+    if shell:
+        a_sph, a_cyl = 4 * np.pi * r * r, 2 * np.pi * r * h
+        m_sph = m * a_sph / (a_sph + a_cyl)
+        m_cyl = m - m_sph
+        ixx = m_cyl * (6 * r * r + h * h) / 12
+        izz = m_cyl * r * r
+        i_sph = 2 * m_sph * r * r / 3
+        com, pos = r / 2, hh + r / 2  # hemispherical shell: COM r/2 from the flat face
+        ixx += i_sph + m_sph * (pos * pos - com * com)
+    else:
+        m_sph = m * 4 * r / (4 * r + 3 * h)
+        m_cyl = m - m_sph
+        ixx = m_cyl * (3 * r * r + h * h) / 12
+        izz = m_cyl * r * r / 2
+        i_sph = 2 * m_sph * r * r / 5
+        # two hemispheres: 2/5 m r^2 - m (3r/8)^2 + m (h/2 + 3r/8)^2 = 2/5 m r^2 + m h (3r + 2h) / 8
+        ixx += i_sph + m_sph * h * (3 * r + 2 * h) / 8
+    return np.array([ixx, ixx, izz + i_sph])
+
+
+def _cylinder_inertia(s: np.ndarray, m: float, shell: bool) -> np.ndarray:
+    r, hh = s[0], s[1]
+    h = 2 * hh
+    if shell:
+        a_disk, a_side = np.pi * r * r, 2 * np.pi * r * h
+        m_disk = m * a_disk / (2 * a_disk + a_side)
+        m_side = m - 2 * m_disk
+        ixx = m_side * (6 * r * r + h * h) / 12 + 2 * (m_disk * r * r / 4 + m_disk * hh * hh)
+        izz = m_side * r * r + 2 * (m_disk * r * r / 2)
+        return np.array([ixx, ixx, izz])
+    ixx = m * (3 * r * r + h * h) / 12
+    return np.array([ixx, ixx, m * r * r / 2])
+
+
+def _ellipsoid_inertia(s: np.ndarray, m: float, shell: bool) -> np.ndarray:
+    a, b, c = s[:3]
+    if shell:
+        eps = 1e-6
+        va = 4 * np.pi * a * b * c / 3
+        ae, be, ce = a + eps, b + eps, c + eps
+        vb = 4 * np.pi * ae * be * ce / 3
+        rho = m / (vb - va)
+        ma, mb = va * rho, vb * rho
+        ia = np.array([ma * (b * b + c * c), ma * (a * a + c * c), ma * (a * a + b * b)]) / 5
+        ib = np.array([mb * (be * be + ce * ce), mb * (ae * ae + ce * ce), mb * (ae * ae + be * be)]) / 5
+        return ib - ia
+    return m * np.array([b * b + c * c, a * a + c * c, a * a + b * b]) / 5
+
+
+def _box_inertia(s: np.ndarray, m: float, shell: bool) -> np.ndarray:
+    a, b, c = s[:3]
+    if shell:  # six plates: the two of each pair at distance ±half-size
+        lx, ly, lz = 2 * a, 2 * b, 2 * c
+        A0, A1, A2 = lx * ly, ly * lz, lz * lx
+        tot = 2 * (A0 + A1 + A2)
+        m0, m1, m2 = m * A0 / tot, m * A1 / tot, m * A2 / tot
+        ixx = 2 * (m0 * c * c + m2 * b * b + m0 * ly * ly / 12 + m1 * (ly * ly + lz * lz) / 12
+                   + m2 * lz * lz / 12)
+        iyy = 2 * (m0 * c * c + m1 * a * a + m0 * lx * lx / 12 + m1 * lz * lz / 12
+                   + m2 * (lx * lx + lz * lz) / 12)
+        izz = 2 * (m1 * a * a + m2 * b * b + m0 * (lx * lx + ly * ly) / 12 + m1 * ly * ly / 12
+                   + m2 * lx * lx / 12)
+        return np.array([ixx, iyy, izz])
+    return m * np.array([b * b + c * c, a * a + c * c, a * a + b * b]) / 3
+
+
+_GEOM_INERTIA = {"capsule": _capsule_inertia, "cylinder": _cylinder_inertia, "ellipsoid": _ellipsoid_inertia,
+                 "box": _box_inertia}
+
+
 def geom_mass_inertia(kind: str, size, mass: float, shell: bool = False) -> np.ndarray:
     """Principal moments (3,) about the centre, geom axes, of a geom of ``mass``.
 
@@ -90,67 +163,9 @@ def geom_mass_inertia(kind: str, size, mass: float, shell: bool = False) -> np.n
     if kind == "sphere":
         r2 = s[0] * s[0]
         return np.full(3, (2 * m * r2 / 3) if shell else (2 * m * r2 / 5))
-    if kind == "capsule":
-        r, hh = s[0], s[1]
-        h = 2 * hh
-        if shell:
-            a_sph, a_cyl = 4 * np.pi * r * r, 2 * np.pi * r * h
-            m_sph = m * a_sph / (a_sph + a_cyl)
-            m_cyl = m - m_sph
-            ixx = m_cyl * (6 * r * r + h * h) / 12
-            izz = m_cyl * r * r
-            i_sph = 2 * m_sph * r * r / 3
-            com, pos = r / 2, hh + r / 2  # hemispherical shell: COM r/2 from the flat face
-            ixx += i_sph + m_sph * (pos * pos - com * com)
-        else:
-            m_sph = m * 4 * r / (4 * r + 3 * h)
-            m_cyl = m - m_sph
-            ixx = m_cyl * (3 * r * r + h * h) / 12
-            izz = m_cyl * r * r / 2
-            i_sph = 2 * m_sph * r * r / 5
-            # two hemispheres: 2/5 m r^2 - m (3r/8)^2 + m (h/2 + 3r/8)^2 = 2/5 m r^2 + m h (3r + 2h) / 8
-            ixx += i_sph + m_sph * h * (3 * r + 2 * h) / 8
-        return np.array([ixx, ixx, izz + i_sph])
-    if kind == "cylinder":
-        r, hh = s[0], s[1]
-        h = 2 * hh
-        if shell:
-            a_disk, a_side = np.pi * r * r, 2 * np.pi * r * h
-            m_disk = m * a_disk / (2 * a_disk + a_side)
-            m_side = m - 2 * m_disk
-            ixx = m_side * (6 * r * r + h * h) / 12 + 2 * (m_disk * r * r / 4 + m_disk * hh * hh)
-            izz = m_side * r * r + 2 * (m_disk * r * r / 2)
-            return np.array([ixx, ixx, izz])
-        ixx = m * (3 * r * r + h * h) / 12
-        return np.array([ixx, ixx, m * r * r / 2])
-    if kind == "ellipsoid":
-        a, b, c = s[:3]
-        if shell:
-            eps = 1e-6
-            va = 4 * np.pi * a * b * c / 3
-            ae, be, ce = a + eps, b + eps, c + eps
-            vb = 4 * np.pi * ae * be * ce / 3
-            rho = m / (vb - va)
-            ma, mb = va * rho, vb * rho
-            ia = np.array([ma * (b * b + c * c), ma * (a * a + c * c), ma * (a * a + b * b)]) / 5
-            ib = np.array([mb * (be * be + ce * ce), mb * (ae * ae + ce * ce), mb * (ae * ae + be * be)]) / 5
-            return ib - ia
-        return m * np.array([b * b + c * c, a * a + c * c, a * a + b * b]) / 5
-    if kind == "box":
-        a, b, c = s[:3]
-        if shell:  # six plates: the two of each pair at distance ±half-size
-            lx, ly, lz = 2 * a, 2 * b, 2 * c
-            A0, A1, A2 = lx * ly, ly * lz, lz * lx
-            tot = 2 * (A0 + A1 + A2)
-            m0, m1, m2 = m * A0 / tot, m * A1 / tot, m * A2 / tot
-            ixx = 2 * (m0 * c * c + m2 * b * b + m0 * ly * ly / 12 + m1 * (ly * ly + lz * lz) / 12
-                       + m2 * lz * lz / 12)
-            iyy = 2 * (m0 * c * c + m1 * a * a + m0 * lx * lx / 12 + m1 * lz * lz / 12
-                       + m2 * (lx * lx + lz * lz) / 12)
-            izz = 2 * (m1 * a * a + m2 * b * b + m0 * (lx * lx + ly * ly) / 12 + m1 * ly * ly / 12
-                       + m2 * lx * lx / 12)
-            return np.array([ixx, iyy, izz])
-        return m * np.array([b * b + c * c, a * a + c * c, a * a + b * b]) / 3
+    formula = _GEOM_INERTIA.get(kind) if isinstance(kind, str) else None
+    if formula is not None:
+        return formula(s, m, shell)
     raise ValueError(f"no inertia formula for geom type {kind!r}")
 
 
@@ -162,7 +177,7 @@ def _z2mat(vec) -> np.ndarray:
     v = np.asarray(vec, dtype=np.float64)
     v = v / np.linalg.norm(v)
     axis = np.cross([0.0, 0.0, 1.0], v)
-    s = np.linalg.norm(axis)
+    s = float(np.linalg.norm(axis))
     if s < 1e-10:
         axis, s = np.array([1.0, 0.0, 0.0]), 0.0
     else:

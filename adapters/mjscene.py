@@ -18,18 +18,18 @@ act_dot for the activations.
 from __future__ import annotations
 
 import copy
-import dataclasses
 import hashlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import Any
 
+import jax
 import jax.numpy as jnp
 import mujoco
 import numpy as np
+from jax.typing import ArrayLike
 from mujoco import mjx
 
 from mjharness.integrators import ContractError, StateError, StateLayout, StateRegistry, StateSpec
-from mjharness.integrators.policies import quat_dot
 from mjharness.integrators.state import canonical_update
 from mjharness.scenes import scene_info
 from mjharness.scenes.settings import configure
@@ -37,6 +37,8 @@ from mjharness.scenes.settings import configure
 from . import noise as _noise
 from .backends import AUTO, BACKEND_NAMES, get_backend, initial_backend, requested
 from .backends import host as _host
+from .backends.base import warmstart
+from .scene_layout import _mujoco_specs, carried_data, check_same_layout, joint_states, model_name, qdot_positions
 
 QUATERNION_UPDATES = ("quaternion", "quaternion_qdot")
 BACKENDS = BACKEND_NAMES
@@ -44,65 +46,6 @@ BACKENDS = BACKEND_NAMES
 SCENE_INTEGRATORS = {int(mujoco.mjtIntegrator.mjINT_EULER): "semi_implicit_euler",
                      int(mujoco.mjtIntegrator.mjINT_RK4): "rk4",
                      int(mujoco.mjtIntegrator.mjINT_IMPLICITFAST): "implicit_fast"}
-
-_JNT = mujoco.mjtJoint
-
-
-@dataclass(frozen=True)
-class JointStates:
-    """How one MuJoCo joint maps onto registry states."""
-
-    name: str
-    id: int
-    type: int
-    qposadr: int
-    dofadr: int
-    nq: int
-    nv: int
-    positions: tuple[str, ...]
-    velocities: tuple[str, ...]
-
-
-def model_name(model: mujoco.MjModel) -> str:
-    """The MJCF ``<mujoco model="...">`` name (the first entry of MuJoCo's names buffer)."""
-    return bytes(model.names).split(b"\0", 1)[0].decode() or "mujoco"
-
-
-def joint_name(model: mujoco.MjModel, j: int) -> str:
-    return mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_JOINT, j) or f"joint{j}"
-
-
-def joint_states(model: mujoco.MjModel) -> tuple[JointStates, ...]:
-    out = []
-    for j in range(model.njnt):
-        name, t = joint_name(model, j), int(model.jnt_type[j])
-        if t == _JNT.mjJNT_FREE:
-            pos, vel, nq, nv = (f"{name}/pos", f"{name}/quat"), (f"{name}/vel", f"{name}/angvel"), 7, 6
-        elif t == _JNT.mjJNT_BALL:
-            pos, vel, nq, nv = (f"{name}/qpos",), (f"{name}/qvel",), 4, 3
-        else:
-            pos, vel, nq, nv = (f"{name}/qpos",), (f"{name}/qvel",), 1, 1
-        out.append(JointStates(name, j, t, int(model.jnt_qposadr[j]), int(model.jnt_dofadr[j]), nq, nv,
-                               pos, vel))
-    return tuple(out)
-
-
-def _mujoco_specs(model: mujoco.MjModel, quaternion_update: str) -> list[tuple[str, StateSpec]]:
-    """(name, spec) of every MuJoCo state, positions first, velocities second, then act."""
-    quat = StateSpec((4,), update=quaternion_update)
-    pos, vel = [], []
-    for js in joint_states(model):
-        if js.type == _JNT.mjJNT_FREE:
-            pos += [(js.positions[0], StateSpec((3,))), (js.positions[1], quat)]
-            vel += [(js.velocities[0], StateSpec((3,))), (js.velocities[1], StateSpec((3,)))]
-        elif js.type == _JNT.mjJNT_BALL:
-            pos.append((js.positions[0], quat))
-            vel.append((js.velocities[0], StateSpec((3,))))
-        else:
-            pos.append((js.positions[0], StateSpec((1,))))
-            vel.append((js.velocities[0], StateSpec((1,))))
-    act = [("act", StateSpec((model.na,)))] if model.na > 0 else []
-    return pos + vel + act
 
 
 class MjScene:
@@ -123,8 +66,8 @@ class MjScene:
     backend options.
     """
 
-    def __init__(self, model, quaternion_update: str = "quaternion", backend: str = AUTO, threads: int | None = None,
-                 naconmax: int | None = None):
+    def __init__(self, model: Any, quaternion_update: str = "quaternion", backend: str = AUTO,
+                 threads: int | None = None, naconmax: int | None = None) -> None:
         configure()  # float64, the XLA:CPU flag and the caches, before MJX makes the first array
         quaternion_update = canonical_update(quaternion_update)
         if quaternion_update not in QUATERNION_UPDATES:
@@ -145,10 +88,9 @@ class MjScene:
         for name, spec in _mujoco_specs(self.model, quaternion_update):
             self.registry.register(name, spec, model=self.name)
         self._extras: dict[str, tuple[Callable, np.ndarray]] = {}
-        # Built eagerly: created lazily inside a jit/vmap trace it would leak tracers.
-        self._template = impl.put_data(self.model, self.data, self._opts)
-        self._host = impl.host_pool(self.model, self.data, self._opts)
-        self._host_fns = {}
+        # The backend's own state of this scene (MJX data template, MuJoCo C's thread pool), opaque here. Built
+        # eagerly: created lazily inside a jit/vmap trace it would leak tracers.
+        self.backend_state: object = impl.scene_state(self.model, self.data, self._opts)
 
     def on_backend(self, name: str) -> MjScene:
         """This scene evaluated by backend ``name``: itself, or (an ``"auto"`` scene) a twin sharing its
@@ -170,23 +112,14 @@ class MjScene:
 
     def _rebuild(self, model, mjx_model) -> None:
         """Swap in ``model`` (same layout) for this scene's backend; runtime values carry over."""
-        data = mujoco.MjData(model)
-        for f in ("qpos", "qvel", "act", "ctrl", "qacc_warmstart", "qfrc_applied", "xfrc_applied", "mocap_pos",
-                  "mocap_quat", "userdata"):
-            src, dst = getattr(self.data, f), getattr(data, f)
-            if src.shape == dst.shape:
-                dst[:] = src
-        data.time = self.data.time
-        mujoco.mj_forward(model, data)
+        data = carried_data(self.data, model)
         self.model, self.mjx_model, self.data = model, mjx_model, data
-        self._template = self.backend_impl.put_data(model, data, self._opts)
-        self._host = self.backend_impl.host_pool(model, data, self._opts)
-        self._host_fns = {}
+        self.backend_state = self.backend_impl.scene_state(model, data, self._opts)
         self.joints = joint_states(model)
 
     # -- registration ---------------------------------------------------------------------------
     def add_state(self, prefix: str, name: str, spec: StateSpec, derivative_fn: Callable,
-                  initial=None, diffusion_fn: Callable | None = None) -> str:
+                  initial: ArrayLike | None = None, diffusion_fn: Callable | None = None) -> str:
         """Register an extra continuous state ``"<prefix>/<name>"`` integrated with the rest.
 
         ``derivative_fn(t, value, data) -> derivative`` (shape ``spec.deriv_shape``), where ``data``
@@ -339,7 +272,12 @@ class MjScene:
     def _require_mjx(self, what: str) -> None:
         self.backend_impl.require("mjx_data", what)
 
-    def to_mjx(self, x, data=None):
+    @property
+    def _template(self) -> Any:
+        """MJX data of the runtime values that ``to_mjx`` writes states into (the backend's, from its state)."""
+        return self.backend_impl.data_template(self.backend_state)
+
+    def to_mjx(self, x: jax.Array | np.ndarray, data: mjx.Data | None = None) -> mjx.Data:
         """Write a (batched) value buffer into MJX data (qpos, qvel, act)."""
         self._require_mjx("to_mjx")
         data = self._template if data is None else data
@@ -349,7 +287,7 @@ class MjScene:
             upd["act"] = x[..., self.act_segment]
         return data.replace(**upd)
 
-    def from_mjx(self, data, x=None):
+    def from_mjx(self, data: mjx.Data, x: jax.Array | None = None) -> jax.Array:
         """Read MJX data back into a value buffer; extra states are taken from ``x`` (or initials)."""
         parts = [data.qpos, data.qvel] + ([data.act] if self.model.na else [])
         core = jnp.concatenate(parts, axis=-1)
@@ -377,7 +315,8 @@ class MjScene:
         writes them into a thread's model copy before the world's evaluation)."""
         return self.backend_impl.with_params(self, params)
 
-    def forward(self, t, x, ctrl=None, qacc_warmstart=None):
+    def forward(self, t: ArrayLike, x: jax.Array | np.ndarray, ctrl: ArrayLike | None = None,
+                qacc_warmstart: ArrayLike | None = None) -> mjx.Data:
         """``mjx.forward`` on the state ``x`` at time ``t`` with controls ``ctrl`` (one world).
 
         ``qacc_warmstart``: the constraint solver's warm start (MuJoCo keeps it in ``mjData`` between
@@ -403,8 +342,7 @@ class MjScene:
         return {"qacc_warmstart": np.zeros(self.model.nv)}
 
     def _evaluate(self, t, x, ctrl, carry, mode="forward", h=0.0, force=None):
-        ws = None if carry is None else carry["qacc_warmstart"]
-        return self.backend_impl.evaluate(self, t, x, ctrl, ws, mode=mode, h=h, force=force)
+        return self.backend_impl.evaluate(self, t, x, ctrl, warmstart(carry), mode=mode, h=h, force=force)
 
     @staticmethod
     def _qacc(d):
@@ -422,18 +360,7 @@ class MjScene:
         if self.quaternion_update == "quaternion":
             pos = [d.qvel]  # the position-derivative block is exactly qvel
         else:
-            # q-dot from the stage quaternion as given (x), not from d.qpos, which mjx.forward
-            # normalises: MuJoCo C's RK4 differentiates the unnormalised stage value.
-            pos = []
-            for js in self.joints:
-                v = d.qvel[js.dofadr:js.dofadr + js.nv]
-                if js.type == _JNT.mjJNT_FREE:
-                    q = x[js.qposadr + 3:js.qposadr + 7]
-                    pos += [v[:3], quat_dot(q, v[3:])]
-                elif js.type == _JNT.mjJNT_BALL:
-                    pos.append(quat_dot(x[js.qposadr:js.qposadr + 4], v))
-                else:
-                    pos.append(v)
+            pos = qdot_positions(self.joints, x, d.qvel)  # q-dot of the stage quaternions as given (x)
         parts = pos + [qacc] + ([d.act_dot] if self.model.na else [])
         for name, (fn, _) in self._extras.items():
             r = layout[name]
@@ -441,7 +368,7 @@ class MjScene:
             parts.append(jnp.reshape(fn(t, value, d), (r.deriv_size,)))
         return jnp.concatenate([jnp.ravel(p) for p in parts])
 
-    def dynamics(self, t, x, ctrl=None, *, carry=None):
+    def dynamics(self, t: ArrayLike, x: jax.Array, ctrl: ArrayLike | None = None, *, carry: dict | None = None) -> Any:
         """Derivative buffer at (t, x) with controls ``ctrl`` (one world; vmap for batches).
 
         With ``carry`` (``{"qacc_warmstart": (nv,)}``) the solve warm-starts from it and
@@ -450,7 +377,8 @@ class MjScene:
         d = self._evaluate(t, x, ctrl, carry)
         return self._with_carry(self._derivative(t, x, d, self._qacc(d)), d, carry)
 
-    def euler_dynamics(self, t, x, h, ctrl=None, *, carry=None):
+    def euler_dynamics(self, t: ArrayLike, x: jax.Array, h: ArrayLike, ctrl: ArrayLike | None = None, *,
+                       carry: dict | None = None) -> Any:
         """Like ``dynamics``, with MuJoCo's Euler implicit joint damping at step ``h``.
 
         MuJoCo's Euler integrator (unless ``eulerdamp`` is disabled) solves
@@ -460,7 +388,8 @@ class MjScene:
         return self._with_carry(self._derivative(t, x, d, qacc), d, carry)
 
     # -- implicitfast (IMPLICIT helper) --
-    def implicit_dynamics(self, t, x, h, ctrl=None, *, carry=None):
+    def implicit_dynamics(self, t: ArrayLike, x: jax.Array, h: ArrayLike, ctrl: ArrayLike | None = None, *,
+                          carry: dict | None = None) -> Any:
         """Like ``dynamics``, with MuJoCo's ``implicitfast`` velocity update at step ``h`` (``ImplicitFast``).
 
         qacc solves (M - h D) qacc = qfrc_smooth + qfrc_constraint, D the velocity derivative of the
@@ -479,7 +408,7 @@ class MjScene:
         """The backend's host function for whole chunks of a run (``Backend.chunk_runner``), or None."""
         return self.backend_impl.chunk_runner(self, request, batch)
 
-    def project(self, x):
+    def project(self, x: jax.Array) -> jax.Array:
         """After a full step: clamp limited activations to actrange, as MuJoCo's mj_advance does."""
         if not self.model.na:
             return x
@@ -495,47 +424,40 @@ class MjScene:
         return x
 
     # -- editing --------------------------------------------------------------------------------
-    def recompile(self, new_model) -> None:
+    def recompile(self, new_model: Any) -> None:
         """Swap in an edited model whose state layout is identical; runtime values carry over.
 
         Anything else (a joint added, renamed or retyped, na changed) raises and leaves the scene
         as it was.
         """
         new_model = self.backend_impl.load(new_model)
-        # Noise sources are not part of the MuJoCo layout (they survive a recompile).
-        old = [(n, dataclasses.replace(self.registry.spec(n), noise_count=0))
-               for n in self.registry.names if n not in self._extras]
-        new = _mujoco_specs(new_model, self.quaternion_update)
-        if old != new:
-            diff = next(((a, b) for a, b in zip(old, new) if a != b), None)
-            detail = (f"first difference: {diff[0][0]!r} {diff[0][1].shape}/{diff[0][1].update} vs "
-                      f"{diff[1][0]!r} {diff[1][1].shape}/{diff[1][1].update}" if diff else
-                      f"{len(old)} states before, {len(new)} after")
-            raise StateError(f"recompile: the new model's state layout differs ({detail})")
+        check_same_layout(self.registry, self._extras, new_model, self.quaternion_update)
         mjx_model = self.backend_impl.put_model(new_model, scene_info(new_model).source, self._opts)
         self._source = new_model
         self._rebuild(new_model, mjx_model)
 
     # -- noise (stochastic scenes; implemented in adapters/noise.py) -----------------------------
-    def add_joint_noise(self, joint: str, sigma):
+    def add_joint_noise(self, joint: str, sigma: ArrayLike) -> tuple[_noise.NoiseSource, ...]:
         """Generalized-force noise σ dW on every dof of ``joint``: velocity diffusion M(q)⁻¹ b σ
         (backend='mujoco': M's factor from mj_forward, solved by mj_solveM on the host)."""
         return _noise.add_joint_noise(self, joint, sigma)
 
-    def joint_noise_forces(self):
+    def joint_noise_forces(self) -> np.ndarray | None:
         """(sources, nv) generalized forces per unit dW of the joint-noise sources, or None (``noise.joint_forces``)."""
         return _noise.joint_forces(self)
 
-    def add_body_noise(self, body: str, force_sigma=0.0, torque_sigma=0.0):
+    def add_body_noise(self, body: str, force_sigma: ArrayLike = 0.0,
+                       torque_sigma: ArrayLike = 0.0) -> tuple[_noise.NoiseSource, ...]:
         """Wrench noise on ``body``: world-axis force at its COM and world-axis torque, via J_bodyᵀ."""
         self.backend_impl.require("body_noise", f"add_body_noise({body!r})")
         return _noise.add_body_noise(self, body, force_sigma, torque_sigma)
 
-    def diffusion(self, t, x, ctrl=None):
+    def diffusion(self, t: ArrayLike, x: jax.Array, ctrl: ArrayLike | None = None) -> jax.Array:
         """Packed diffusion buffer (``layout.diffusion_size``) at (t, x) (one world)."""
         return _noise.diffusion(self, t, x, ctrl)
 
-    def drift_diffusion(self, t, x, ctrl=None, *, carry=None):
+    def drift_diffusion(self, t: ArrayLike, x: jax.Array, ctrl: ArrayLike | None = None, *,
+                        carry: dict | None = None) -> Any:
         """(``dynamics``, ``diffusion``) sharing one ``mjx.forward`` (and the carry proposal, with a carry)."""
         return _noise.drift_diffusion(self, t, x, ctrl, carry=carry)
 
@@ -563,6 +485,6 @@ class MjScene:
         h.update(repr(_noise.scene_noise(self).sources).encode())
         return h.hexdigest()
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"MjScene(nq={self.nq}, nv={self.nv}, nu={self.nu}, na={self.na}, states={len(self.registry.names)}, "
                 f"quaternion_update={self.quaternion_update!r}, backend={self.backend!r})")

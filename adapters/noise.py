@@ -202,7 +202,9 @@ def diffusion_from_data(scene, t, x, d):
     if noise.sources and isinstance(d, HostData):
         g = g.at[pos].set(d.minv_f[dof, col])
     elif noise.sources:
-        from mujoco.mjx._src import smooth, support  # MJX's own M solve and body Jacobian
+        from mujoco import mjx
+
+        from .backends.mjx_private import solve_m  # MJX's own M solve (mjx.jac: its body Jacobian)
 
         m = scene.mjx_model
         nv = scene.model.nv
@@ -215,12 +217,12 @@ def diffusion_from_data(scene, t, x, d):
                 continue
             if src.name not in jacs:
                 b = mujoco.mj_name2id(scene.model, mujoco.mjtObj.mjOBJ_BODY, src.name)
-                jacs[src.name] = support.jac(m, d, d.xipos[b], b)  # (nv, 3) each
+                jacs[src.name] = mjx.jac(m, d, d.xipos[b], b)  # (nv, 3) each
             jacp, jacr = jacs[src.name]
             c = src.component
             cols.append(src.sigma * (jacp[:, c] if c < 3 else jacr[:, c - 3]))
         force = jnp.stack(cols, axis=1)  # (nv, sources): generalized forces per unit dW
-        minv_f = jax.vmap(lambda f: smooth.solve_m(m, d, f), in_axes=1, out_axes=1)(force)
+        minv_f = jax.vmap(lambda f: solve_m(m, d, f), in_axes=1, out_axes=1)(force)
         g = g.at[pos].set(minv_f[dof, col])
     for name, fn in noise.extras.items():
         r = layout[name]

@@ -3,12 +3,16 @@
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 import mujoco
 import numpy as np
+from mujoco import mjx
 
 from mjharness.integrators.errors import UserError
+
+from .backends import mjx_private
+from .backends.mjx_contacts import mjx_slots, warp_slots
+from .backends.mjx_contacts import warp_world as _warp_world
 
 
 class OutputError(UserError, ValueError):
@@ -16,31 +20,24 @@ class OutputError(UserError, ValueError):
 
 
 def _energy(mx, d) -> jnp.ndarray:
-    from mujoco.mjx._src import support
-
     pot = -jnp.sum(mx.body_mass[1:] * (d.xipos[1:] @ mx.opt.gravity))
     slide_hinge = (mx.jnt_type == int(mujoco.mjtJoint.mjJNT_SLIDE)) | (mx.jnt_type == int(mujoco.mjtJoint.mjJNT_HINGE))
     qadr = mx.jnt_qposadr
     dq = d.qpos[qadr] - mx.qpos_spring[qadr]
     pot = pot + 0.5 * jnp.sum(jnp.where(slide_hinge, mx.jnt_stiffness * dq * dq, 0.0))
-    kin = 0.5 * jnp.dot(d.qvel, support.mul_m(mx, d, d.qvel))
+    kin = 0.5 * jnp.dot(d.qvel, mjx.mul_m(mx, d, d.qvel))
     return jnp.stack([pot, kin])
 
 
-def _get(d, name: str):
-    """``d.<name>``; fields MJX moved to ``d._impl`` (contact, cfrc_ext, ...) are read there."""
-    impl = getattr(d, "_impl", None)
-    return getattr(impl, name) if impl is not None and hasattr(impl, name) else getattr(d, name)
+_get = mjx_private.data_field  # d.<name>, where MJX keeps it (contact, cfrc_ext, ... live in its private half)
 
 
 def _contact_force(mx, d, pairs: np.ndarray) -> jnp.ndarray:
-    from mujoco.mjx._src import support
-
     contact = _get(d, "contact")
     ncon = contact.geom.shape[0]
     if ncon == 0:
         return jnp.zeros(len(pairs))
-    normal = jnp.stack([support.contact_force(mx, d, i)[0] for i in range(ncon)])
+    normal = jnp.stack([mjx_private.contact_force(mx, d, i)[0] for i in range(ncon)])
     active = contact.dist <= 0.0 if not hasattr(contact, "efc_address") else contact.efc_address >= 0
     g = jnp.sort(contact.geom, axis=-1)
     match = (g[None, :, 0] == pairs[:, None, 0]) & (g[None, :, 1] == pairs[:, None, 1]) & active[None, :]
@@ -111,23 +108,7 @@ def _host_contact_counts(m, d, s):
     return read
 
 
-def _warp_world(d):
-    """This world's index in MuJoCo Warp's shared contact arena (None for MJX's own data)."""
-    from .contacts import WORLD_AXIS
-
-    if not hasattr(d._impl, "contact__worldid"):
-        return None
-    try:
-        return jax.lax.axis_index(WORLD_AXIS)
-    except NameError:
-        raise ValueError("output 'contacts' on MuJoCo Warp reads its shared contact arena by world: evaluate it "
-                         f"under the engine's per-world vmap (axis {WORLD_AXIS!r}), as rollout(outputs=...) does") \
-            from None
-
-
 def _mjx_contacts(scene, t, x, d, s):
-    from .contacts import mjx_slots, warp_slots
-
     world = _warp_world(d)
     if world is not None:
         return warp_slots(scene.mjx_model, d, s.shape[0], world)[0]
@@ -137,7 +118,7 @@ def _mjx_contacts(scene, t, x, d, s):
 def _mjx_contact_counts(scene, t, x, d, s):
     # MJX (JAX) holds every candidate contact in a fixed array: its only overflow is more contacts than K.
     # MuJoCo Warp's arena is shared by the worlds of a call and may fill (its own bit).
-    from .contacts import OVER_ARENA, OVER_SLOTS, mjx_slots, warp_slots
+    from .contacts import OVER_ARENA, OVER_SLOTS
 
     world = _warp_world(d)
     if world is not None:

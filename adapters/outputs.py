@@ -22,7 +22,9 @@ Semantics: ``live`` = evaluated at the recorded state and time (after the step),
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -71,7 +73,7 @@ class OutputSpec:
 
 
 # field -> (object type for the row labels or None, components, units, frame, needs rne_postconstraint)
-FIELDS = {
+FIELDS: dict[str, tuple[Any, ...]] = {
     "xpos": (_OBJ.mjOBJ_BODY, ("x", "y", "z"), "m", "world", False),
     "xquat": (_OBJ.mjOBJ_BODY, ("w", "x", "y", "z"), "1", "world (body to world rotation)", False),
     "xipos": (_OBJ.mjOBJ_BODY, ("x", "y", "z"), "m", "world (body center of mass)", False),
@@ -233,7 +235,8 @@ def parse_outputs(m: mujoco.MjModel, outputs, scene=None) -> tuple[OutputSpec, .
         return ()
     if isinstance(outputs, str) or callable(outputs):
         outputs = (outputs,)
-    specs, seen = [], set()
+    specs: list[OutputSpec] = []
+    seen: set[str] = set()
     for item in outputs:
         spec = _callable_spec(item, scene) if _is_callable_output(item) else _parse_name(m, item)
         for s in spec if isinstance(spec, tuple) else (spec,):  # one name may record several datasets
@@ -301,11 +304,11 @@ def evaluate_outputs(scene, specs, t, x, ctrl=None, carry=None) -> dict:
 
 def mjx_outputs(scene, specs, t, x, ctrl, ws) -> dict:
     """Outputs of one world from ``mjx.forward`` (the MJX backends)."""
-    from mujoco.mjx._src import smooth
+    from mujoco import mjx
 
     d = scene.forward(t, x, ctrl, qacc_warmstart=ws)
     if needs_rne(specs):
-        d = smooth.rne_postconstraint(scene.mjx_model, d)
+        d = mjx.rne_postconstraint(scene.mjx_model, d)
     f = jnp.result_type(float)  # the run's float width: float64, or float32 in a float32 run
     return {s.name: jnp.reshape(jnp.asarray(s.kind.mjx(scene, t, x, d, s), f), s.shape) for s in specs}
 
@@ -327,6 +330,7 @@ def split_row(specs, flat) -> dict:
 
 def output_attrs(s: OutputSpec, semantics: str) -> dict:
     """The HDF5 attributes of ``/outputs/<name>``."""
+    a: dict[str, Any]
     a = dict(semantics=semantics, units=s.units, frame=s.frame, mujoco_field=s.field,
              cost="one forward evaluation per recorded row and world (mjx.forward, or mj_forward on MuJoCo C)",
              stage="post-step (recorded state)" if semantics == "live" else "pre-step (state before the last step)")
@@ -354,11 +358,11 @@ class OutputKind:
     """
 
     name: str
-    parse: object
-    mjx: object
-    host: object
-    needs_rne: object = lambda s: False
-    flags: object = None
+    parse: Callable[..., Any]
+    mjx: Callable[..., Any]
+    host: Callable[..., Any]
+    needs_rne: Callable[..., bool] = lambda s: False
+    flags: Callable[..., Any] | None = None
 
 
 FIELD_KIND = OutputKind("field", _parse_field, lambda scene, t, x, d, s: _get(d, s.field), _host_field,

@@ -59,6 +59,22 @@ def _split_name(name: str) -> tuple[str, str]:
 class System:
     """An ordered group of models integrated together (the engine and every integrator accept it)."""
 
+    # Set once in __init__ (through __dict__: a System is immutable).
+    members: dict
+    records: tuple[SystemRecord, ...]
+    layout: StateLayout
+    couplings: tuple[Coupling, ...]
+    hooks: dict
+    shared_noise: tuple[tuple[tuple[str, int], ...], ...]
+    nu: int
+    model: mujoco.MjModel | None
+    name: str
+    _order: tuple[Coupling, ...]
+    _slices: dict
+    _index: dict[str, SystemRecord]
+    _diff_idx: dict
+    _nu: dict[str, int]
+
     def __init__(self, models: Mapping, couplings=(), hooks: Mapping | None = None, shared_noise=()):
         if isinstance(models, (list, tuple)):
             names = [n for n, _ in models]
@@ -199,7 +215,7 @@ class System:
     def with_params(self, params: dict) -> System:
         """The system evaluating one world's member fields ``{"<member>.<field>": value}``: each MjScene member
         addressed becomes ``member.with_params({field: value})`` (its backend's per-world path)."""
-        split = {}
+        split: dict[str, dict] = {}
         for path, v in params.items():
             name, _, field = self.param_owner(path)
             split.setdefault(name, {})[field] = v
@@ -313,10 +329,11 @@ def _combine(members: dict, shared_noise=()) -> tuple[tuple[SystemRecord, ...], 
     records, base = [], 0
     for n, m in members.items():
         for r in m.layout.records:
-            g = layout[f"{n}.{r.name}"]
-            if g.offset != base + r.offset:  # members are contiguous blocks in order: checked, not assumed
-                raise SystemSpecError(f"internal: state {g.name!r} is not at its member's block offset")
-            records.append(SystemRecord(g.name, n, r.name, r.size, LocalOffset(r.offset), GlobalOffset(g.offset)))
+            rec = layout[f"{n}.{r.name}"]
+            if rec.offset != base + r.offset:  # members are contiguous blocks in order: checked, not assumed
+                raise SystemSpecError(f"internal: state {rec.name!r} is not at its member's block offset")
+            records.append(SystemRecord(rec.name, n, r.name, r.size, LocalOffset(r.offset),
+                                        GlobalOffset(rec.offset)))
         base += m.layout.size
     return tuple(records), layout
 
@@ -362,7 +379,8 @@ def _order_couplings(members, couplings, index) -> tuple[Coupling, ...]:
                 raise SystemSpecError(f"coupling -> {c.writes!r} reads {r!r}: no such state or coupled input "
                                    f"(states are '<model>.<state>', e.g. {next(iter(index))!r})")
     rank = {n: i for i, n in enumerate(members)}
-    done, order, visiting = set(), [], []
+    done, order = set(), []
+    visiting: list[Coupling] = []
 
     def visit(c):
         if c.writes in done:

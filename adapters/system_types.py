@@ -32,7 +32,7 @@ class GlobalOffset(int):
         return f"GlobalOffset({int(self)})"
 
 
-def _require(value, kind: type, what: str):
+def _require(value, kind: type[int], what: str) -> int:
     if type(value) is not kind:
         raise OffsetTypeError(f"{what} needs a {kind.__name__}, got {type(value).__name__} {value!r}")
     return int(value)

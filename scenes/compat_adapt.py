@@ -75,8 +75,8 @@ def _plan_exclusions(m, entries) -> tuple[list, list, list]:
     bodies: dict[tuple[int, int], list] = {}
     for (g1, g2, ip), code in bad_pairs.items():
         if ip < 0:
-            b = tuple(sorted((int(m.geom_bodyid[g1]), int(m.geom_bodyid[g2]))))
-            bodies.setdefault(b, []).append((g1, g2, code))
+            lo, hi = sorted((int(m.geom_bodyid[g1]), int(m.geom_bodyid[g2])))
+            bodies.setdefault((lo, hi), []).append((g1, g2, code))
     plan, refusals = [], []
     for (b1, b2), bad in sorted(bodies.items()):
         bad_set = {(g1, g2) for g1, g2, _ in bad}

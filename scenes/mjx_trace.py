@@ -31,7 +31,8 @@ __all__ = ["check_mjx_trace", "trace_forward", "verdict"]
 
 _SENSOR_STAGE = {"sensor_pos": mujoco.mjtStage.mjSTAGE_POS, "sensor_vel": mujoco.mjtStage.mjSTAGE_VEL,
                  "sensor_acc": mujoco.mjtStage.mjSTAGE_ACC}
-_MJX_SRC = os.sep + os.path.join("mjx", "_src") + os.sep
+_MJX_SRC_DIR = ("mjx", "_src")  # MJX's source folder, where a failing trace's frames are
+_MJX_SRC = os.sep + os.path.join(*_MJX_SRC_DIR) + os.sep
 _VERDICTS: dict[str, dict | None] = {}  # verdict key -> trace_forward's result, this process
 
 
@@ -54,7 +55,11 @@ def _jax():
 
 def _constructors():
     """MJX's JAX-backend put_model/make_data (what the public ones call for impl="jax"), so that the
-    whole model is built inside the trace and no device array is made; the public API otherwise."""
+    whole model is built inside the trace and no device array is made; the public API otherwise.
+
+    The one use of MJX's private API outside ``adapters/backends`` (tests/test_private_api.py names it): the
+    loader (``load_scene``) runs this trace, and ``scenes`` may not import ``adapters``; the public
+    constructors would pick a device and name themselves in a failure's classification instead."""
     from mujoco import mjx
     from mujoco.mjx._src import io as mjx_io
 
@@ -66,7 +71,8 @@ def _constructors():
 
 def _frames(exc) -> list:
     """Traceback frames of ``exc`` and of the exceptions it was raised from (JAX re-raises)."""
-    out, seen = [], set()
+    out: list[traceback.FrameSummary] = []
+    seen: set[int] = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
         out = traceback.extract_tb(exc.__traceback__) + out
@@ -89,7 +95,8 @@ def _classify(exc) -> dict:
         stage, function = "put_model", mjx_frames[files.index("io.py")].name
     else:
         stage, function = "forward", "forward"
-    where = f"mjx/_src/{os.path.basename(inner.filename)}:{inner.lineno} in {inner.name}" if inner else None
+    folder = "/".join(_MJX_SRC_DIR)
+    where = f"{folder}/{os.path.basename(inner.filename)}:{inner.lineno} in {inner.name}" if inner else None
     text = " ".join(str(exc).split())
     return {"stage": stage, "function": function, "where": where,
             "error": f"{type(exc).__name__}: {text[:300]}{'...' if len(text) > 300 else ''}"}
@@ -131,7 +138,8 @@ def _verdict_key(model: mujoco.MjModel) -> str:
         mjx_version = "?"
     buf = np.empty(mujoco.mj_sizeModel(model), np.uint8)
     mujoco.mj_saveModel(model, None, buf)
-    h = hashlib.sha256(buf)  # the buffer itself: no copy
+    # the buffer itself: no copy (numpy's stubs declare ndarray's buffer protocol for Python >= 3.12 only)
+    h = hashlib.sha256(buf)  # type: ignore[arg-type]
     h.update(f"mujoco {mujoco.__version__} mjx {mjx_version} jax {jax.__version__} "
              f"x64 {bool(jax.config.jax_enable_x64)}".encode())
     return h.hexdigest()

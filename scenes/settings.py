@@ -86,7 +86,8 @@ def _xla_flags() -> None:
 
 def _compilation_cache() -> None:
     cache = cache_dir()
-    if not cache or jax.config.jax_compilation_cache_dir is not None:
+    # jax's Config stub does not list the options it reads as attributes
+    if not cache or jax.config.jax_compilation_cache_dir is not None:  # type: ignore[attr-defined]
         return  # off, or the user's own setting wins
     try:
         os.makedirs(cache, exist_ok=True)

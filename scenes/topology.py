@@ -193,8 +193,8 @@ class Tree:
             while n not in keep:
                 keep.add(n)
                 n = self.parent[n]
-        nodes = self.order(keep)
-        return Tree(root=a, nodes=nodes, parent={n: self.parent[n] for n in nodes[1:]})
+        ordered = self.order(keep)
+        return Tree(root=a, nodes=ordered, parent={n: self.parent[n] for n in ordered[1:]})
 
 
 # ------------------------------------------------------------------------------------------ ASD

@@ -229,7 +229,7 @@ def test_batched_forward_stage_equals_the_per_world_loop(name):
     from mjharness.adapters.backends.host_batch import BatchForward, batched
 
     scene = _scene(name)
-    pool, m = scene._host, scene.model
+    pool, m = scene.backend_state.pool, scene.model
     x0, ctrl = worlds(m, 5)
     rng = np.random.default_rng(3)
     ws = rng.standard_normal((5, m.nv))
@@ -248,7 +248,7 @@ def test_batched_forward_with_per_world_fields_equals_the_per_world_loop():
     from mjharness.adapters.backends.host_batch import BatchForward, batched
 
     scene = _scene("arm")
-    pool, m = scene._host, scene.model
+    pool, m = scene.backend_state.pool, scene.model
     B = 5
     x0, ctrl = worlds(m, B)
     x0[3, m.nq] = 2e10  # |qvel| beyond 1e10: Batch.forward would reset it; the stage takes it as given
@@ -271,7 +271,7 @@ def test_batched_forward_takes_bad_states_as_given():
     from mjharness.adapters.backends.host_batch import BatchForward
 
     scene = MjScene(mujoco.MjModel.from_xml_string(SPIN), backend="mujoco", threads=2)
-    pool = scene._host
+    pool = scene.backend_state.pool
     x = np.array([[0.3, 0.1], [1e9 + 7.0, 1e11], [0.002, 0.2]])
     args = (np.zeros(3), x, np.array([[0.0], [1e-290], [0.0]]), np.zeros((3, 1)), np.full(3, 0.01))
     ref = pool.evaluate("forward", *args)

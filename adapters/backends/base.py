@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any
 
 from mjharness.integrators import ContractError
+
+if TYPE_CHECKING:
+    import mujoco
+    from jax import Array
+    from jax.typing import ArrayLike
 
 # capability -> how a refusal names it
 CAPABILITIES = {
@@ -103,9 +110,18 @@ def check_naconmax(naconmax, name: str, owner: bool) -> None:
                            f"backend={name!r}")
 
 
+def warmstart(carry: dict | None) -> Any:
+    """The solver warm start a step's carry holds (``{"qacc_warmstart": (nv,)}``), None without a carry."""
+    return None if carry is None else carry["qacc_warmstart"]
+
+
 class Backend:
     """One dynamics implementation. Subclasses set ``name``, ``caps`` and ``summary`` and implement the
-    evaluation hooks; ``MjScene`` calls them with itself as ``scene`` (duck-typed: no import of MjScene)."""
+    evaluation hooks; ``MjScene`` calls them with itself as ``scene`` (duck-typed: no import of MjScene).
+
+    A backend keeps what it needs per scene in one object of its own (``scene_state``), which the scene holds
+    as ``scene.backend_state`` without looking inside; the hooks read that object and the scene's public
+    attributes only."""
 
     name: str = ""
     caps: Capabilities
@@ -119,62 +135,75 @@ class Backend:
             raise BackendError(f"{what} needs {CAPABILITIES[cap]}, which backend={self.name!r} does not have: "
                                f"use {alt}")
 
-    def check_options(self, *, threads, naconmax) -> None:
+    def check_options(self, *, threads: int | None, naconmax: int | None) -> None:
         """Backend-specific constructor options (``threads`` for MuJoCo C, ``naconmax`` for warp)."""
         if threads is not None:
             raise BackendError(f"threads= applies to backend='mujoco' only (backend is {self.name!r})")
         check_naconmax(naconmax, self.name, owner=False)
 
     # -- hooks (MjScene calls these) --
-    def load(self, src, *, mjx: str = "adapt", unsupported_contacts: str = "refuse", need_sensors: bool = False):
+    def load(self, src: Any, *, mjx: str = "adapt", unsupported_contacts: str = "refuse",
+             need_sensors: bool = False) -> mujoco.MjModel:
         """An MjModel from ``src`` (anything ``load_scene`` takes) for this backend; the keywords are
         ``load_scene``'s MJX adaptation options (backends that run MuJoCo's own model ignore them)."""
         raise NotImplementedError
 
-    def put_model(self, model, source: str, opts: dict):
+    def put_model(self, model: mujoco.MjModel, source: str, opts: dict) -> Any:
+        """The model as this backend evaluates it (MJX's ``mjx.Model``), None for a backend running MuJoCo's own."""
         return None
 
-    def put_data(self, model, data, opts: dict):
+    def scene_state(self, model: mujoco.MjModel, data: mujoco.MjData, opts: dict) -> object:
+        """This backend's state of one scene (``MjScene.backend_state``, opaque to the scene), made from its
+        compiled ``model``, its runtime ``data`` and the constructor options; made again when the model changes."""
         return None
 
-    def host_pool(self, model, data, opts: dict):
+    def data_template(self, state: Any) -> Any:
+        """The MJX data of a scene's runtime values that ``MjScene.to_mjx`` writes states into, from the scene's
+        ``state``; None for a backend without MJX data."""
         return None
 
-    def evaluate(self, scene, t, x, ctrl, ws, *, mode="forward", h=0.0, force=None):
+    def evaluate(self, scene: Any, t: ArrayLike, x: ArrayLike, ctrl: ArrayLike | None, ws: ArrayLike | None, *,
+                 mode: str = "forward", h: ArrayLike = 0.0, force: ArrayLike | None = None) -> Any:
+        """Data of one world at (t, x) with controls ``ctrl`` and solver warm start ``ws`` (MJX data, or MuJoCo C's
+        ``host.HostData``); ``mode``/``h``/``force``: MuJoCo C's stage modes (``backends/mujoco_c.py``)."""
         raise NotImplementedError
 
-    def with_params(self, scene, params: dict):
+    def with_params(self, scene: Any, params: dict) -> Any:
         """``scene`` evaluating one world's model fields ``{path: value}`` (default: the MJX model with them)."""
         return scene.with_model(scene.mjx_model.tree_replace(params))
 
-    def euler(self, scene, t, x, h, ctrl, carry):
+    def euler(self, scene: Any, t: ArrayLike, x: ArrayLike, h: ArrayLike, ctrl: ArrayLike | None,
+              carry: dict | None) -> tuple[Any, Array]:
         """(data, qacc) of MuJoCo's Euler (implicit joint damping) at step ``h``."""
         raise NotImplementedError
 
-    def implicit(self, scene, t, x, h, ctrl, carry):
+    def implicit(self, scene: Any, t: ArrayLike, x: ArrayLike, h: ArrayLike, ctrl: ArrayLike | None,
+                 carry: dict | None) -> tuple[Any, Array, Array | None]:
         """(data, qacc, act_rate or None) of MuJoCo's implicitfast at step ``h``."""
         raise NotImplementedError
 
-    def noise_data(self, scene, t, x, ctrl, carry):
+    def noise_data(self, scene: Any, t: ArrayLike, x: ArrayLike, ctrl: ArrayLike | None, carry: dict | None) -> Any:
         """Evaluated data at (t, x) from which the joint/body noise diffusion is read."""
-        return scene._evaluate(t, x, ctrl, carry)
+        return self.evaluate(scene, t, x, ctrl, warmstart(carry))
 
-    def outputs(self, scene, specs, t, x, ctrl, ws) -> dict:
+    def outputs(self, scene: Any, specs: tuple, t: ArrayLike, x: ArrayLike, ctrl: ArrayLike | None,
+                ws: ArrayLike | None) -> dict:
+        """{name: value} of the recorded outputs ``specs`` (``adapters.outputs.OutputSpec``) of one world."""
         raise NotImplementedError
 
-    def chunk_runner(self, scene, request: ChunkRequest, batch: int):
+    def chunk_runner(self, scene: Any, request: ChunkRequest, batch: int) -> Callable | None:
         """A host function running whole chunks of ``request`` for ``batch`` worlds, or None: the engine's
         compiled chunk (``rollout/engine/chunk.py``) then calls this backend stage by stage. The function is
         ``run(x, carry, status, status_step, k0, ctrl) -> HostChunk`` (``backends/host_chunk.py``)."""
         return None
 
-    def cast_input(self, x, dtype):
+    def cast_input(self, x: Array, dtype: Any) -> Array:
         """The state as this backend's kernels take it."""
         return x
 
-    def digest(self, h, scene) -> None:
+    def digest(self, h: Any, scene: Any) -> None:
         """Feed what a trace of ``scene``'s dynamics closes over into the hash ``h``."""
         raise NotImplementedError
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<backend {self.name!r}>"

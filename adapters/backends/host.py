@@ -194,7 +194,7 @@ def make_evaluator(pool: HostPool, mode: str, force: np.ndarray | None = None):
     width = pool.width + (0 if force is None else force.size)
     # A stage that needs only mj_forward runs the whole batch in C (host_batch.py: no Python per world).
     host = (_host_batch.forward_caller(pool) if _host_batch.batched(pool, mode, force)
-            else lambda *a, out=None: pool.evaluate(mode, *a, force=force, out=out))
+            else lambda t, x, ctrl, ws, h, out=None: pool.evaluate(mode, t, x, ctrl, ws, h, force=force, out=out))
 
     @jax.custom_jvp
     def evaluate(t, x, ctrl, ws, h):

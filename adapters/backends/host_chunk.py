@@ -64,7 +64,7 @@ class Scheme(NamedTuple):
     advance: object           # what mj_step runs after mj_forward (the fallback loop's update)
 
 
-SCHEMES = {
+SCHEMES: dict[type, Scheme] = {
     SemiImplicitEuler: Scheme(int(_I.mjINT_EULER), mujoco.mj_Euler),
     RK4: Scheme(int(_I.mjINT_RK4), lambda m, d: mujoco.mj_RungeKutta(m, d, 4)),
     ImplicitFast: Scheme(int(_I.mjINT_IMPLICITFAST), mujoco.mj_implicit),
@@ -201,7 +201,7 @@ class _Stepper(NamedTuple):
 def _stepper(scene, integrator: int, dt: float, B: int, params=()) -> _Stepper:
     """Made per run, from the scene's model as it is now (a model edited in place since the last run counts;
     a Batch costs about a millisecond). ``params``: ((field, (B, ...) values), ...) set per simulation."""
-    pool = scene._host
+    pool = scene.backend_state.pool
     m = _step_model(pool.model, integrator, dt)
     batch = Batch(m, B, nthread=pool.threads)
     for name, values in params:
@@ -229,13 +229,14 @@ class ChunkRunner:
         from ..outputs import needs_rne
         from .host import HostOutputs
 
-        pool, scheme = scene._host, scheme_of(req.integ)
+        pool, scheme = scene.backend_state.pool, scheme_of(req.integ)
+        assert scheme is not None  # why_not refused the integrators MuJoCo has no scheme of
         self.pool = pool
         self.m, self.batch, self.row0, self.fields = _stepper(scene, scheme.integrator, float(req.dt), batch,
                                                               req.params)
         # (worlds, steps) -> record buffer, reused by the run's chunks and the scene's next runs: a fresh 100 MB
         # buffer costs its page faults at every write (measured ~5 % of a humanoid Euler run of 200 steps).
-        self.buffers = scene._host_fns.setdefault("chunk_records", {})
+        self.buffers = scene.backend_state.fns.setdefault("chunk_records", {})
         self.req, self.B = req, batch
         self.nq, self.nv, self.na = self.m.nq, self.m.nv, self.m.na
         self.n = self.nq + self.nv + self.na
@@ -344,6 +345,7 @@ class ChunkRunner:
         uu = (np.broadcast_to(self.ctrl0, (valid, B, self.m.nu)) if u is None
               else np.swapaxes(u[:, (np.arange(valid) + 1) * R - 1], 0, 1))
         p = None if self.flat_params is None else np.broadcast_to(self.flat_params, (valid,) + self.flat_params.shape)
+        assert self.outputs is not None  # made whenever the run records outputs
         flat = self.outputs.evaluate(np.broadcast_to(t[:, None], (valid, B)), xs[:valid], uu, wss[:valid], p)
         o = 0
         for spec in req.outputs:
@@ -390,7 +392,7 @@ class _Rows:
         _time_major(self.xs, j0, j1, sel, last[..., :n], self.pool)
         if self.wss is not None:
             _time_major(self.wss, j0, j1, sel, last[..., n:], self.pool)
-        if self.pre is None:
+        if self.pre is None or self.pre_ws is None:
             return
         before = np.arange(j0, j1) * R + R - 2 - g0
         inside = before >= 0

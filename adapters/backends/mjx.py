@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import jax
 import jax.numpy as jnp
 import mujoco
@@ -11,7 +13,16 @@ from mujoco import mjx
 from mjharness.integrators.digest import tree_digest
 from mjharness.scenes import SceneError, compat, load_scene, scene_info
 
-from .base import Backend, Capabilities
+from .base import Backend, Capabilities, warmstart
+from .versions import require_tested_versions
+
+
+@dataclass(frozen=True, eq=False)
+class MjxState:
+    """MJX's state of one scene (``MjScene.backend_state``): ``template``, MJX data of the scene's runtime values
+    (applied forces, mocap, controls), into which ``MjScene.to_mjx`` writes each state."""
+
+    template: mjx.Data
 
 
 class MjxBackend(Backend):
@@ -24,6 +35,7 @@ class MjxBackend(Backend):
         return load_scene(src, mjx=mjx, unsupported_contacts=unsupported_contacts, need_sensors=need_sensors)
 
     def put_model(self, model, source, opts):
+        require_tested_versions()  # MJX's internals (mjx_private.py) are read for the tested releases only
         # Our own checks first, so a model that skipped load_scene still gets every reason at once.
         compat.require_mjx_compatible(model, source)
         # A raw MjModel skipped load_scene's abstract trace of mjx.forward; one that came through it has its
@@ -39,11 +51,17 @@ class MjxBackend(Backend):
     def put_data(self, model, data, opts):
         return mjx.put_data(model, data, device=jax.local_devices()[0])
 
+    def scene_state(self, model, data, opts):
+        return MjxState(self.put_data(model, data, opts))
+
+    def data_template(self, state):
+        return state.template
+
     def evaluate(self, scene, t, x, ctrl, ws, *, mode="forward", h=0.0, force=None):
         return scene.forward(t, x, ctrl, qacc_warmstart=ws)
 
     def euler(self, scene, t, x, h, ctrl, carry):
-        d = scene._evaluate(t, x, ctrl, carry)
+        d = self.evaluate(scene, t, x, ctrl, warmstart(carry))
         model = scene.model
         damping = scene.mjx_model.dof_damping  # a tracer when set per world (nominal zeros may be randomized)
         if (model.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_EULERDAMP) or (
@@ -66,7 +84,7 @@ class MjxBackend(Backend):
         why = _implicit.unsupported(scene.mjx_model)
         if why:
             raise SceneError(scene_info(scene.model).source, f"cannot step with implicit_fast: {why}")
-        d = scene._evaluate(t, x, ctrl, carry)
+        d = self.evaluate(scene, t, x, ctrl, warmstart(carry))
         rate = _implicit.act_rate(scene.mjx_model, d.act_dot, h) if scene.model.na else None
         return d, _implicit.implicitfast_qacc(scene.mjx_model, d, h), rate
 
@@ -79,7 +97,7 @@ class MjxBackend(Backend):
         # A model read back from a file (MJB) has signature 0, the same model otherwise; MJX's dynamics never read
         # the signature (only spec lookups do), so it stays out of the key and a resume reuses the cached trace.
         tree_digest(h, scene.mjx_model.replace(signature=0))
-        tree_digest(h, scene._template)
+        tree_digest(h, scene.backend_state.template)
 
 
 MJX = MjxBackend()

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
+from dataclasses import dataclass
 
 import jax
 import jax.numpy as jnp
@@ -13,7 +15,23 @@ from mjharness.scenes import load_native
 
 from . import host as _host
 from . import host_chunk as _host_chunk
-from .base import Backend, Capabilities, check_naconmax
+from .base import Backend, Capabilities, check_naconmax, warmstart
+
+
+@dataclass(frozen=True, eq=False)
+class HostState:
+    """MuJoCo C's state of one scene (``MjScene.backend_state``).
+
+    Attributes:
+        pool: the scene's ``host.HostPool`` (one MjData per thread, copies of the scene's runtime values).
+        fns: the host functions made for this pool, by key (shared by the scene's copies).
+        world_fields: one world's model fields ``{path: value}`` (``with_params``): the pool writes them into a
+            thread's model copy before the world's evaluation; None for the scene's own model.
+    """
+
+    pool: _host.HostPool
+    fns: dict
+    world_fields: dict | None = None
 
 
 class MujocoBackend(Backend):
@@ -30,19 +48,19 @@ class MujocoBackend(Backend):
     def load(self, src, **mjx_options):
         return load_native(src)  # MuJoCo C runs what MuJoCo compiles: no MJX adaptation
 
-    def host_pool(self, model, data, opts):
-        return _host.HostPool(model, data, opts.get("threads"))
+    def scene_state(self, model, data, opts):
+        return HostState(_host.HostPool(model, data, opts.get("threads")), {})
 
     def evaluate(self, scene, t, x, ctrl, ws, *, mode="forward", h=0.0, force=None):
         """MuJoCo C at this stage (one world; vmap makes it one batched host call): ``HostData``.
         ``force`` (k, nv) constant: ``HostData.minv_f`` holds M(q)^-1 of its rows (joint-noise diffusion)."""
         key = mode if force is None else (mode, np.asarray(force, np.float64).tobytes())
-        fields = getattr(scene, "_world_fields", None)
-        if fields:
-            return self._evaluate_fields(scene, fields, key, t, x, ctrl, ws, mode, h, force)
-        fn = scene._host_fns.get(key)
+        state = scene.backend_state
+        if state.world_fields:
+            return self._evaluate_fields(scene, state.world_fields, key, t, x, ctrl, ws, mode, h, force)
+        fn = state.fns.get(key)
         if fn is None:
-            fn = scene._host_fns[key] = _host.make_evaluator(scene._host, mode, force)
+            fn = state.fns[key] = _host.make_evaluator(state.pool, mode, force)
         m = scene.model
         ctrl = scene.data.ctrl if ctrl is None else ctrl
         ws = np.zeros(m.nv) if ws is None else ws
@@ -56,15 +74,14 @@ class MujocoBackend(Backend):
         """``scene`` evaluating with one world's model fields: the pool writes them into a thread's model copy
         before the world's evaluation (``host.WorldFields``)."""
         twin = copy.copy(scene)
-        twin._world_fields = dict(params)
+        twin.backend_state = dataclasses.replace(scene.backend_state, world_fields=dict(params))
         return twin
 
     def _evaluate_fields(self, scene, fields, key, t, x, ctrl, ws, mode, h, force):
-        layout = self._layout(fields)
-        fn = scene._host_fns.get(("fields", key, layout))
+        layout, state = self._layout(fields), scene.backend_state
+        fn = state.fns.get(("fields", key, layout))
         if fn is None:
-            fn = scene._host_fns[("fields", key, layout)] = _host.make_field_evaluator(scene._host, mode, force,
-                                                                                       layout)
+            fn = state.fns[("fields", key, layout)] = _host.make_field_evaluator(state.pool, mode, force, layout)
         m, f64 = scene.model, jax.dtypes.canonicalize_dtype(jnp.float64)  # float32 in a float32 run
         ctrl = scene.data.ctrl if ctrl is None else ctrl
         ws = np.zeros(m.nv) if ws is None else ws
@@ -74,27 +91,29 @@ class MujocoBackend(Backend):
         return _host.HostData(out, m.nv, m.na)
 
     def euler(self, scene, t, x, h, ctrl, carry):
-        d = scene._evaluate(t, x, ctrl, carry, mode="euler", h=h)  # mj_Euler's own damped solve
+        d = self.evaluate(scene, t, x, ctrl, warmstart(carry), mode="euler", h=h)  # mj_Euler's own damped solve
         return d, d.qacc_used
 
     def implicit(self, scene, t, x, h, ctrl, carry):
-        d = scene._evaluate(t, x, ctrl, carry, mode="implicit", h=h)  # mj_implicit's factorisation and act update
+        # mj_implicit's factorisation and act update
+        d = self.evaluate(scene, t, x, ctrl, warmstart(carry), mode="implicit", h=h)
         return d, d.qacc_used, None
 
     def noise_data(self, scene, t, x, ctrl, carry):
         # With the joint-noise forces, HostData.minv_f holds M(q)^-1 of them (mj_solveM).
-        return scene._evaluate(t, x, ctrl, carry, force=scene.joint_noise_forces())
+        return self.evaluate(scene, t, x, ctrl, warmstart(carry), force=scene.joint_noise_forces())
 
     def outputs(self, scene, specs, t, x, ctrl, ws):
         from ..outputs import needs_rne, split_row
 
-        fields = getattr(scene, "_world_fields", None)  # each world's own model fields
+        state = scene.backend_state
+        fields = state.world_fields  # each world's own model fields
         layout = self._layout(fields) if fields else None
         key = ("outputs", tuple(specs), bool(needs_rne(specs)), layout)
-        fn = scene._host_fns.get(key)
+        fn = state.fns.get(key)
         if fn is None:
-            fn = scene._host_fns[key] = _host.make_output_evaluator(
-                _host.HostOutputs(scene._host, specs, needs_rne(specs), layout))
+            fn = state.fns[key] = _host.make_output_evaluator(
+                _host.HostOutputs(state.pool, specs, needs_rne(specs), layout))
         m, f64 = scene.model, jax.dtypes.canonicalize_dtype(jnp.float64)  # float32 in a float32 run
         ctrl = scene.data.ctrl if ctrl is None else ctrl
         ws = np.zeros(m.nv) if ws is None else ws
@@ -125,7 +144,8 @@ class MujocoBackend(Backend):
         # The host evaluation reads the scene's data (applied forces, mocap) copied into its pool.
         for f in ("ctrl", "qfrc_applied", "xfrc_applied", "mocap_pos", "mocap_quat", "userdata"):
             h.update(np.ascontiguousarray(getattr(scene.data, f)).tobytes())
-        h.update(f"threads={scene._host.threads}|".encode())  # a compiled chunk calls this scene's own pool
+        # a compiled chunk calls this scene's own pool
+        h.update(f"threads={scene.backend_state.pool.threads}|".encode())
 
 
 MUJOCO = MujocoBackend()

@@ -141,10 +141,11 @@ def _mjx_batch(scene, x0):
 def _forward_update(m, d):
     """One ``mjx.forward`` and MJX's own explicit update of act, qvel, qpos, time (``_advance``)."""
     from mujoco import mjx
-    from mujoco.mjx._src import forward as mjx_forward
+
+    from mjharness.adapters.backends.mjx_private import advance
 
     d = mjx.forward(m, d)
-    return mjx_forward._advance(m, d, d.act_dot, d.qacc)
+    return advance(m, d, d.act_dot, d.qacc)
 
 
 def _scan_mjx(m, steps: int, fn):

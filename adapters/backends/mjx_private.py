@@ -1,0 +1,57 @@
+"""MJX's private API behind small named accessors: the only door from mjharness to ``mujoco.mjx._src`` and to the
+``_impl`` halves of MJX's Model and Data (besides the backends themselves).
+
+MJX keeps implementation fields (the inertia matrix, contacts, actuator moments, MuJoCo Warp's arena) in
+``Model._impl`` / ``Data._impl`` and several functions mjharness reproduces MuJoCo C with (the M solve,
+contact forces, muscle gains, spatial algebra) in ``mujoco.mjx._src``. Both change between releases, so they
+are read here only, for the versions in ``versions.TESTED_VERSIONS`` (checked when the MJX backend is first
+used). Public MJX functions (``mjx.jac``, ``mjx.full_m``, ...) are used directly elsewhere.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mujoco.mjx._src import collision_driver, math, smooth, support
+from mujoco.mjx._src import forward as _forward
+
+# -- functions of mujoco.mjx._src that mujoco.mjx does not export ------------------------------------------
+solve_m = smooth.solve_m  # (m, d, x): M(q)^-1 x with MJX's own factor of M
+contact_force = support.contact_force  # (m, d, i): contact i's force in its frame (mj_contactForce)
+muscle_gain = support.muscle_gain  # (length, vel, lengthrange, acc0, prm): MuJoCo's muscle gain
+motion_cross = math.motion_cross
+motion_cross_force = math.motion_cross_force
+inert_mul = math.inert_mul
+
+
+def advance(m, d, act_dot, qacc):
+    """MJX's explicit Euler update of act, qvel, qpos and time (``forward._advance``)."""
+    return _forward._advance(m, d, act_dot, qacc)
+
+
+def collision_ncon(t1: int, t2: int) -> int | None:
+    """Contacts MJX's collision function returns for geom types ``t1 <= t2`` (its ``ncon``), None without one."""
+    fn = collision_driver._COLLISION_FUNC.get((collision_driver.GeomType(t1), collision_driver.GeomType(t2)))
+    return None if fn is None else int(fn.ncon)
+
+
+# -- the _impl halves of MJX's Model and Data ----------------------------------------------------------------
+def impl_field(d, name: str) -> Any:
+    """``d._impl.<name>`` (MJX moved e.g. ``actuator_moment``, ``crb``, ``contact``, ``M`` there)."""
+    return getattr(d._impl, name)
+
+
+def has_impl_field(d, name: str) -> bool:
+    """Whether MJX data ``d`` has ``d._impl.<name>`` (MuJoCo Warp's data: ``contact__worldid``)."""
+    return hasattr(d._impl, name)
+
+
+def data_field(d, name: str) -> Any:
+    """``d.<name>``; fields MJX moved to ``d._impl`` (contact, cfrc_ext, ...) are read there."""
+    impl = getattr(d, "_impl", None)
+    return getattr(impl, name) if impl is not None and hasattr(impl, name) else getattr(d, name)
+
+
+def has_fluid_params(m) -> Any:
+    """MJX's ``m.opt._impl.has_fluid_params`` (False where the model's options have no such field)."""
+    return getattr(getattr(m.opt, "_impl", None), "has_fluid_params", False)
