@@ -2,8 +2,8 @@
 
 ``mjx.put_model`` (mujoco-mjx 3.17.0) refuses many models MuJoCo compiles, one bare
 ``NotImplementedError`` at a time. ``check_mjx`` mirrors every refusal of ``put_model`` (JAX backend)
-and of ``make_data`` (read from ``mjx/_src/io.py`` ``_put_option``/``_put_model_jax``/``_make_data_jax``
-and the collision table and pair filter of ``mjx/_src/collision_driver.py``), so all reasons are
+and of ``make_data`` (read from MJX's ``io.py`` ``_put_option``/``_put_model_jax``/``_make_data_jax``
+and the collision table and pair filter of MJX's ``collision_driver.py``), so all reasons are
 reported together, each with a stable code, the elements it concerns and a fix. ``apply`` is the hook
 ``load_scene`` calls: ``strict`` refuses, ``adapt`` edits the ``MjSpec`` (only substitutions that keep
 the model's meaning, or contact exclusions the user opted into), recompiles and logs every change.

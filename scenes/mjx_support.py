@@ -1,4 +1,4 @@
-"""What MJX 3.17.0 supports (read from ``mjx/_src/types.py``, ``io.py`` and ``collision_driver.py``), the
+"""What MJX 3.17.0 supports (read from MJX's own ``types.py``, ``io.py`` and ``collision_driver.py``), the
 compatibility log's entries, and MJX's collision pair filter: the data ``compat``'s checks run against.
 
 Tests compare these tables with MJX's own behaviour, so an MJX upgrade that changes them shows up.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import mujoco
 import numpy as np
 
-# ---- what MJX 3.17.0 supports (mjx/_src/types.py enums; tests compare these with MJX's own) ----------
+# ---- what MJX 3.17.0 supports (MJX's types.py enums; tests compare these with MJX's own) --------------
 _E = mujoco
 SUPPORTED_INTEGRATORS = frozenset(int(v) for v in (_E.mjtIntegrator.mjINT_EULER, _E.mjtIntegrator.mjINT_RK4,
                                                    _E.mjtIntegrator.mjINT_IMPLICITFAST,
@@ -172,7 +172,7 @@ def _geom_label(m, g: int) -> str:
 def mjx_geom_pairs(m: mujoco.MjModel) -> list[tuple[int, int, int]]:
     """The geom pairs MJX prepares colliders for: ``(geom1, geom2, pair index or -1)``, geom1's type <= geom2's.
 
-    Mirrors ``mjx._src.collision_driver.geom_pairs``: every ``<pair>`` first, then every body pair that
+    Mirrors MJX's ``collision_driver.geom_pairs``: every ``<pair>`` first, then every body pair that
     is not ``<exclude>``d, not welded together, not parent-child (unless filterparent is disabled), and
     each geom pair of theirs whose contype/conaffinity match. The ``contact`` disable flag is not
     consulted (MJX does not either: ``put_model`` refuses such a model all the same).
