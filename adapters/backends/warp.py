@@ -11,6 +11,7 @@ from mjharness.scenes import SceneError
 
 from .base import BackendError, Capabilities, check_naconmax
 from .mjx import MjxBackend
+from .versions import require_tested_versions
 
 # MJWarp's contact arena is ONE buffer shared by every vmapped world; MJX's default (48) drops contacts
 # beyond a few worlds with only a printed overflow. The default is the model's: ``warp_buffers`` (the most
@@ -54,6 +55,7 @@ class WarpBackend(MjxBackend):
         # mujoco.mjx.warp.WARP_INSTALLED is MJX's own verdict on `import warp` (it printed why not).
         from mujoco.mjx import warp as _mjx_warp
 
+        require_tested_versions()  # MJX's internals are read for the tested releases only (versions.py)
         if not _mjx_warp.WARP_INSTALLED or _mjx_warp.mujoco_warp is None:
             raise BackendError("backend='warp' needs the warp-lang package (MJX could not import warp "
                                "or its MJWarp): pip install 'mjharness[warp]'")
