@@ -254,7 +254,8 @@ class MjScene:
             x[layout[name].value_slice] = init.ravel()
         return x
 
-    def reset(self, values=None, keyframe: str | int | None = None, batch: int | None = None) -> np.ndarray:
+    def reset(self, values: dict | None = None, keyframe: str | int | None = None,
+              batch: int | None = None) -> np.ndarray:
         """Value buffer from the default state (or a keyframe) with ``values`` written by name."""
         x = self.x0()
         if keyframe is not None:
@@ -302,7 +303,7 @@ class MjScene:
         return jnp.concatenate([core, rest], axis=-1)
 
     # -- dynamics -------------------------------------------------------------------------------
-    def with_model(self, mjx_model) -> MjScene:
+    def with_model(self, mjx_model: mjx.Model) -> MjScene:
         """Shallow copy evaluating with another MJX model (e.g. one world's randomized parameters)."""
         self._require_mjx("with_model (per-world model parameters)")
         other = copy.copy(self)
@@ -404,7 +405,7 @@ class MjScene:
         return self._with_carry(dx, d, carry)
     # -- end implicitfast --
 
-    def chunk_runner(self, request, batch: int):
+    def chunk_runner(self, request: Any, batch: int) -> Callable | None:
         """The backend's host function for whole chunks of a run (``Backend.chunk_runner``), or None."""
         return self.backend_impl.chunk_runner(self, request, batch)
 
