@@ -153,3 +153,36 @@ def test_the_scan_sees_private_uses():
     whats = [w for _, _, w in _private_uses(ast.parse(src))]
     assert whats == ["from mujoco.mjx._src import ...", "import mujoco.mjx._src.io", "._impl", "'_impl'", "'_impl.M'",
                      "._src"]
+
+
+# -- backends own their per-scene state --------------------------------------------------------------------
+
+def test_backend_hooks_read_no_mjscene_private_fields():
+    """Backends keep what they need per scene in ``scene.backend_state`` (made by ``Backend.scene_state``) and
+    read the scene's public attributes only: no ``scene._<name>`` in adapters/backends."""
+    found = []
+    for rel, path in _package_files():
+        if not rel.startswith(BACKENDS_DIR):
+            continue
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read(), path)
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__")
+                    and isinstance(node.value, ast.Name) and node.value.id in ("scene", "twin")):
+                found.append(f"{rel}:{node.lineno}: {node.value.id}.{node.attr}")
+    assert not found, "backend hooks read MjScene private fields:\n" + "\n".join(found)
+
+
+def test_mujoco_state_is_per_scene_and_per_world_fields_share_its_pool():
+    from mjharness.adapters import MjScene
+
+    scene = MjScene("<mujoco><worldbody><body><joint/><geom size='.1' mass='1'/></body></worldbody></mujoco>",
+                    backend="mujoco")
+    state = scene.backend_state
+    assert scene.backend_impl.data_template(state) is None  # no MJX data on MuJoCo C
+    twin = scene.with_params({"body_mass": 2.0})
+    assert twin.backend_state.world_fields == {"body_mass": 2.0} and scene.backend_state is state
+    assert twin.backend_state.pool is state.pool and twin.backend_state.fns is state.fns  # one pool, one cache
+    assert state.world_fields is None
+    scene.recompile(scene.model)  # a new model: a new state
+    assert scene.backend_state is not state
