@@ -15,17 +15,12 @@ from . import lazy
 
 if TYPE_CHECKING:  # the same names, for type checkers and readers; loaded lazily by __getattr__ below
     from .adaptive import RKF45, BogackiShampine, DormandPrince, EmbeddedRK
-    from .contracts import (
-        AdaptiveIntegrator,
-        ContractError,
-        FixedIntegrator,
-        Model,
-        StochasticIntegrator,
-        check_pair,
-        integrator_kind,
-    )
+    from .base import Integrator
+    from .contracts import ContractError, Model, check_pair, integrator_kind
+    from .controller import StepSizeController
     from .implicit import ImplicitFast
     from .lie import CrouchGrossman3, dexpinv, rkmk_transform
+    from .names import IntegratorKind
     from .registry import INTEGRATORS, get_integrator, integrator_names, register_integrator, resolve_integrator
     from .rk import RK4, RK38, Euler, ExplicitRK, Heun, Midpoint, SemiImplicitEuler
     from .sde import Increments
@@ -53,6 +48,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and readers; loaded lazil
 
 __all__ = ["StateSpec", "StateRegistry", "StateLayout", "StateRecord", "StateError", "UpdateRun",
            "NoiseEndpoint",
+           "Integrator", "IntegratorKind", "StepSizeController",
            "Tableau", "TABLEAUX", "ExplicitRK", "EmbeddedRK",
            "Euler", "SemiImplicitEuler", "ImplicitFast", "Heun", "Midpoint", "RK4", "RK38",
            "BogackiShampine", "RKF45", "DormandPrince", "CrouchGrossman3", "dexpinv", "rkmk_transform",
@@ -60,7 +56,7 @@ __all__ = ["StateSpec", "StateRegistry", "StateLayout", "StateRecord", "StateErr
            "Status", "STATUS_OK", "STATUS_NONFINITE", "STATUS_UNDERFLOW", "STATUS_MAX_STEPS", "STATUS_TERMINATED",
            "STATUS_NONFINITE_CTRL",
            "STATUS_NAMES",
-           "Model", "FixedIntegrator", "StochasticIntegrator", "AdaptiveIntegrator", "ContractError",
+           "Model", "ContractError",
            "check_pair", "integrator_kind",
            "EulerMaruyama", "StochasticHeun", "SRA1", "Increments"]
 

@@ -16,35 +16,30 @@ from typing import ClassVar
 
 import jax.numpy as jnp
 
-from .contracts import ContractError, evaluate, merged, scene_part, step_result
+from .base import Integrator, StepResult, ok_status
+from .contracts import ContractError, evaluate, merged, scene_part
 from .rk import semi_implicit_update
 
 
 @dataclass(frozen=True)
-class ImplicitFast:
+class ImplicitFast(Integrator):
     """MuJoCo's ``implicitfast`` integrator, order 1, fixed step; needs ``scene.implicit_dynamics``."""
 
     name: ClassVar[str] = "implicit_fast"
-    is_adaptive: ClassVar[bool] = False
-    is_stochastic: ClassVar[bool] = False
     order: ClassVar[int] = 1
     requires: ClassVar[tuple[str, ...]] = ("second_order", "implicit_dynamics")
 
-    def step(self, scene, t, x, h, ctrl=None, *, carry=None):
-        """``x`` after one step of size ``h`` (one world); ``(x, carry)`` when a carry is threaded."""
-        return step_result(self.step_carry(scene, t, x, h, ctrl, carry=carry), carry)
-
-    def step_carry(self, scene, t, x, h, ctrl=None, carry=None):
-        """``(x_next, carry_next)`` always (carry_next None without a carry): the engine's shape."""
-        imp = getattr(scene, "implicit_dynamics", None)
+    def step(self, model, t0, h, x, ctrl=None, carry: dict | None = None, key=None) -> StepResult:
+        """One step of size ``h`` (one world): ``(x, carry, status)``."""
+        imp = getattr(model, "implicit_dynamics", None)
         if not callable(imp):
-            raise ContractError(f"ImplicitFast needs {type(scene).__name__}.implicit_dynamics(t, x, h, ctrl) (the "
+            raise ContractError(f"ImplicitFast needs {type(model).__name__}.implicit_dynamics(t, x, h, ctrl) (the "
                                 f"derivative with the implicit velocity update at step h), which it does not have; "
                                 f"MjScene has it, or use semi_implicit_euler or an explicit method")
         x = jnp.asarray(x)
         h = jnp.asarray(h, dtype=x.dtype)
-        k, out = evaluate(imp, t, x, h, ctrl=ctrl, carry=scene_part(scene, carry))
-        return semi_implicit_update(scene, x, h, k), merged(carry, out)
+        k, out = evaluate(imp, t0, x, h, ctrl=ctrl, carry=scene_part(model, carry))
+        return semi_implicit_update(model, x, h, k), merged(carry, out), ok_status()
 
     def config(self) -> dict:
         return dict(name=self.name, order=1, adaptive=False,

@@ -32,11 +32,12 @@ import jax.numpy as jnp
 
 from . import policies
 from . import tableaux as tb
+from .base import StepResult, ok_status
 from .contracts import evaluate, merged, scene_part
 from .policies import dexpinv, has_exp_map_states, rkmk_transform  # noqa: F401  (re-exported)
 from .rk import ExplicitRK, finish_step
 
-CROUCH_GROSSMAN3 = tb.Tableau(
+CROUCH_GROSSMAN3 = tb.make_tableau(
     "crouch_grossman3",
     ((), (F(3, 4),), (F(119, 216), F(17, 108))),
     (F(13, 51), F(-2, 3), F(24, 17)), (0, F(3, 4), F(17, 24)), 3)
@@ -96,8 +97,9 @@ class CrouchGrossman3(ExplicitRK):
     tableau: tb.Tableau = CROUCH_GROSSMAN3
     name: ClassVar[str] = "crouch_grossman3"
 
-    def step_carry(self, scene, t, x, h, ctrl=None, carry=None):
-        return cg_step_carry(scene, self.tableau, t, x, h, ctrl, carry=carry)
+    def step(self, model, t0, h, x, ctrl=None, carry: dict | None = None, key=None) -> StepResult:
+        x_next, carry_next = cg_step_carry(model, self.tableau, t0, x, h, ctrl, carry=carry)
+        return x_next, carry_next, ok_status()
 
     def config(self) -> dict:
         d = super().config()

@@ -9,7 +9,8 @@ from __future__ import annotations
 import inspect
 
 from .adaptive import RKF45, BogackiShampine, DormandPrince
-from .contracts import ContractError, integrator_kind
+from .base import Integrator
+from .contracts import ContractError, integrator_kind, not_an_integrator
 from .implicit import ImplicitFast
 from .lie import CrouchGrossman3
 from .rk import RK4, RK38, Euler, Heun, Midpoint, SemiImplicitEuler
@@ -19,21 +20,20 @@ BUILTIN = (Euler, SemiImplicitEuler, ImplicitFast, Heun, Midpoint, RK4, RK38, Cr
            BogackiShampine, RKF45, DormandPrince,
            EulerMaruyama, StochasticHeun, SRA1)
 
-INTEGRATORS: dict[str, type] = {cls.name: cls for cls in BUILTIN}
+INTEGRATORS: dict[str, type[Integrator]] = {cls.name: cls for cls in BUILTIN}
 
 
 def _key(name) -> str:
     return str(name).lower().replace("-", "_")
 
 
-def register_integrator(cls: type, name: str | None = None) -> type:
+def register_integrator(cls: type[Integrator], name: str | None = None) -> type[Integrator]:
     """Make ``cls`` available to ``get_integrator`` under ``name`` (default ``cls.name``)."""
     key = _key(name or cls.name)
     if key in INTEGRATORS and INTEGRATORS[key] is not cls:
         raise ValueError(f"integrator name {key!r} is already taken by {INTEGRATORS[key].__name__}")
     if integrator_kind(cls) is None:
-        raise ContractError(f"{cls.__name__} is not an integrator class: it needs step(...) or, with "
-                            f"is_adaptive, advance(...)")
+        raise ContractError(not_an_integrator(cls))
     INTEGRATORS[key] = cls
     return cls
 
@@ -64,6 +64,5 @@ def resolve_integrator(integ):
     if inspect.isclass(integ):
         integ = integ()
     if integrator_kind(integ) is None:
-        raise ContractError(f"{integ!r} is not an integrator: it needs step(scene, t, x, h, ...) or, with "
-                            f"is_adaptive, advance(scene, t, x, t_end, ...)")
+        raise ContractError(not_an_integrator(integ))
     return integ

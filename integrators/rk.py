@@ -27,7 +27,8 @@ import jax.numpy as jnp
 
 from . import policies
 from . import tableaux as tb
-from .contracts import evaluate, merged, scene_part, step_result
+from .base import Integrator, StepResult, ok_status
+from .contracts import evaluate, merged, scene_part
 from .policies import has_exp_map_states, rkmk_transform
 from .state import StateError, StateLayout
 
@@ -117,23 +118,15 @@ def rk_step_carry(scene, tab, t, x, h, ctrl=None, transform: Transform | None = 
     return x_next, merged(carry, kept)
 
 
-def rk_step(scene, tab, t, x, h, ctrl=None, transform: Transform | None = None, carry=None):
-    """``rk_step_carry`` as ``step`` returns it: ``x_next``, or ``(x_next, carry_next)`` given a carry."""
-    return step_result(rk_step_carry(scene, tab, t, x, h, ctrl, transform=transform, carry=carry), carry)
-
-
 # -- fixed-step integrators ------------------------------------------------------------------------
 
 @dataclass(frozen=True)
-class ExplicitRK:
+class ExplicitRK(Integrator):
     """Fixed-step explicit Runge–Kutta method given by ``tableau`` (any ``Tableau``)."""
 
     tableau: tb.Tableau = tb.RK4
     quaternion_stages: str = "rkmk"
     name: ClassVar[str] = "explicit_rk"
-    is_adaptive: ClassVar[bool] = False
-    is_stochastic: ClassVar[bool] = False
-    requires: ClassVar[tuple[str, ...]] = ()
 
     def __post_init__(self):
         _check_quaternion_stages(self.quaternion_stages)
@@ -142,13 +135,11 @@ class ExplicitRK:
     def order(self) -> int:
         return self.tableau.order
 
-    def step(self, scene, t, x, h, ctrl=None, *, carry=None):
-        """``x`` after one step of size ``h`` from time ``t`` (one world); ``(x, carry)`` with a carry."""
-        return step_result(self.step_carry(scene, t, x, h, ctrl, carry=carry), carry)
-
-    def step_carry(self, scene, t, x, h, ctrl=None, carry=None):
-        """``(x_next, carry_next)`` always (carry_next None without a carry): the engine's shape."""
-        return rk_step_carry(scene, self.tableau, t, x, h, ctrl, transform=_transform(self, scene), carry=carry)
+    def step(self, model, t0, h, x, ctrl=None, carry: dict | None = None, key=None) -> StepResult:
+        """One step of size ``h`` from time ``t0`` (one world): ``(x, carry, status)``."""
+        x_next, carry_next = rk_step_carry(model, self.tableau, t0, x, h, ctrl, transform=_transform(self, model),
+                                           carry=carry)
+        return x_next, carry_next, ok_status()
 
     def config(self) -> dict:
         return dict(name=self.name, order=self.order, adaptive=False, quaternion_stages=self.quaternion_stages,
@@ -242,7 +233,7 @@ def _position_blocks(layout: StateLayout, pairs) -> tuple[tuple[slice, slice, sl
     In a MuJoCo scene with the exp-map policy the whole qpos-derivative block is exactly qvel, so this
     collapses to one copy.
     """
-    blocks = []
+    blocks: list[list[int]] = []
     for pos, vel in pairs:
         rp, rv = layout[pos], layout[vel]
         if rp.update == "quaternion_qdot":
@@ -278,7 +269,7 @@ def semi_implicit_update(scene, x, h, k):
 
 
 @dataclass(frozen=True)
-class SemiImplicitEuler:
+class SemiImplicitEuler(Integrator):
     """MuJoCo's default scheme: velocities first, then positions with the new velocities. Order 1.
 
     The derivative comes from ``scene.euler_dynamics(t, x, h, ctrl)`` when the scene has it (MuJoCo's
@@ -290,24 +281,19 @@ class SemiImplicitEuler:
     """
 
     name: ClassVar[str] = "semi_implicit_euler"
-    is_adaptive: ClassVar[bool] = False
-    is_stochastic: ClassVar[bool] = False
     order: ClassVar[int] = 1
     requires: ClassVar[tuple[str, ...]] = ("second_order",)
 
-    def step(self, scene, t, x, h, ctrl=None, *, carry=None):
-        return step_result(self.step_carry(scene, t, x, h, ctrl, carry=carry), carry)
-
-    def step_carry(self, scene, t, x, h, ctrl=None, carry=None):
+    def step(self, model, t0, h, x, ctrl=None, carry: dict | None = None, key=None) -> StepResult:
         x = jnp.asarray(x)
         h = jnp.asarray(h, dtype=x.dtype)
-        eul = getattr(scene, "euler_dynamics", None)
-        sc = scene_part(scene, carry)
+        eul = getattr(model, "euler_dynamics", None)
+        sc = scene_part(model, carry)
         if callable(eul):
-            k, out = evaluate(eul, t, x, h, ctrl=ctrl, carry=sc)
+            k, out = evaluate(eul, t0, x, h, ctrl=ctrl, carry=sc)
         else:
-            k, out = evaluate(scene.dynamics, t, x, ctrl=ctrl, carry=sc)
-        return semi_implicit_update(scene, x, h, k), merged(carry, out)
+            k, out = evaluate(model.dynamics, t0, x, ctrl=ctrl, carry=sc)
+        return semi_implicit_update(model, x, h, k), merged(carry, out), ok_status()
 
     def config(self) -> dict:
         return dict(name=self.name, order=1, adaptive=False,

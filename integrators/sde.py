@@ -143,7 +143,8 @@ def plan(layout: StateLayout) -> NoisePlan:
     eu_gather = np.full((layout.deriv_size, k), layout.diffusion_size, dtype=np.int32)
     for d, c in enumerate(into):
         eu_gather[d, :len(c)] = c
-    quat, quat_high = [], []
+    quat: list[tuple] = []
+    quat_high: list[tuple] = []
     for r in layout.special:
         if r.spec.noise_count:
             pos = np.array([np.arange(o, o + 3) for o in r.diffusion_offsets], dtype=np.int32)

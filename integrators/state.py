@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -114,12 +115,12 @@ class StateSpec:
 
     @property
     def deriv_size(self) -> int:
-        return math.prod(self.deriv_shape)
+        return math.prod(self.deriv_shape or ())  # never None after __post_init__
 
     @property
     def tangent_size(self) -> int:
         """Size of one diffusion tangent (3 for quaternion states, the value size otherwise)."""
-        return math.prod(self.diffusion_shape)
+        return math.prod(self.diffusion_shape or ())  # never None after __post_init__
 
 
 @dataclass(frozen=True)
@@ -197,7 +198,7 @@ class StateLayout:
     noise_slots: int
     endpoints: tuple[NoiseEndpoint, ...]
     runs: tuple[UpdateRun, ...]
-    _index: Mapping[str, int] = field(default=None, compare=False, hash=False, repr=False)
+    _index: Mapping[str, int] = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     def __post_init__(self):
         object.__setattr__(self, "_index", {r.name: i for i, r in enumerate(self.records)})
@@ -294,7 +295,7 @@ class StateLayout:
             x[r.offset] = 1.0
         return x
 
-    def reset(self, values: Mapping[str, object], base=None, batch: int | None = None) -> np.ndarray:
+    def reset(self, values: Mapping[str, Any], base=None, batch: int | None = None) -> np.ndarray:
         """Build a value buffer from ``values`` by name (exact shapes), over ``base`` or defaults.
 
         Every name and shape is checked before anything is written, so a bad entry changes nothing.
@@ -423,10 +424,23 @@ def _build_layout(specs, models, shared, groups=None) -> StateLayout:
         partial.append((name, spec, i, off, doff))
         off += spec.size
         doff += spec.deriv_size
-
-    # Global noise slots: models in integration (first-registration) order, states by name within a
-    # model, local sources in order; shared endpoints merged with union-find.
     groups = models if groups is None else groups
+    canonical, slot, n_slots = _noise_slots(specs, groups, shared)
+    endpoints, diff_off, goff = _packed_endpoints(specs, canonical, slot, {name: d for name, _, _, _, d in partial})
+    records = tuple(
+        StateRecord(name=name, spec=spec, model=models[name], index=i, offset=o, size=spec.size,
+                    deriv_offset=d, deriv_size=spec.deriv_size,
+                    noise_slots=tuple(slot[(name, j)] for j in range(spec.noise_count)),
+                    diffusion_offsets=tuple(diff_off[(name, j)] for j in range(spec.noise_count)),
+                    group=groups[name])
+        for name, spec, i, o, d in partial)
+    return StateLayout(records=records, size=off, deriv_size=doff, diffusion_size=goff,
+                       noise_slots=n_slots, endpoints=endpoints, runs=_update_runs(records))
+
+
+def _noise_slots(specs, groups, shared) -> tuple[list, dict, int]:
+    """Global noise slots: models in integration (first-registration) order, states by name within a model,
+    local sources in order; shared endpoints merged with union-find. (canonical endpoints, slot of each, count)"""
     model_order = list(dict.fromkeys(groups[n] for n in specs))
     canonical = [(name, j) for m in model_order
                  for name in sorted(n for n in specs if groups[n] == m)
@@ -447,27 +461,26 @@ def _build_layout(specs, models, shared, groups=None) -> StateLayout:
     slot_of_root: dict = {}
     for ep in canonical:
         slot_of_root.setdefault(find(ep), len(slot_of_root))
-    slot = {ep: slot_of_root[find(ep)] for ep in canonical}
+    return canonical, {ep: slot_of_root[find(ep)] for ep in canonical}, len(slot_of_root)
 
-    # Packed diffusion storage: by global slot, endpoints in canonical order within a slot.
-    deriv_off = {name: d for name, _, _, _, d in partial}
-    packed = sorted(canonical, key=lambda ep: (slot[ep], rank[ep]))
+
+def _packed_endpoints(specs, canonical, slot, deriv_off) -> tuple[tuple, dict, int]:
+    """Packed diffusion storage: by global slot, endpoints in canonical order within a slot.
+    (endpoints, diffusion offset of each, packed size)"""
+    rank = {ep: k for k, ep in enumerate(canonical)}
     goff, endpoints, diff_off = 0, [], {}
-    for name, j in packed:
+    for name, j in sorted(canonical, key=lambda ep: (slot[ep], rank[ep])):
         ts = specs[name].tangent_size
         endpoints.append(NoiseEndpoint(name, j, slot[(name, j)], goff, deriv_off[name], ts))
         diff_off[(name, j)] = goff
         goff += ts
+    return tuple(endpoints), diff_off, goff
 
-    records = tuple(
-        StateRecord(name=name, spec=spec, model=models[name], index=i, offset=o, size=spec.size,
-                    deriv_offset=d, deriv_size=spec.deriv_size,
-                    noise_slots=tuple(slot[(name, j)] for j in range(spec.noise_count)),
-                    diffusion_offsets=tuple(diff_off[(name, j)] for j in range(spec.noise_count)),
-                    group=groups[name])
-        for name, spec, i, o, d in partial)
 
-    runs, cur = [], None
+def _update_runs(records) -> tuple:
+    """Maximal runs of adjacent Euclidean states (value and derivative offsets both contiguous): one fused add."""
+    runs: list[UpdateRun] = []
+    cur: tuple[int, int, int, tuple[str, ...]] | None = None
     for r in records:
         if r.update == "euclidean" and r.size:
             if cur is not None and cur[0] + cur[1] == r.offset and cur[2] + cur[1] == r.deriv_offset:
@@ -482,6 +495,4 @@ def _build_layout(specs, models, shared, groups=None) -> StateLayout:
             cur = None
     if cur is not None:
         runs.append(UpdateRun(*cur))
-
-    return StateLayout(records=records, size=off, deriv_size=doff, diffusion_size=goff,
-                       noise_slots=len(slot_of_root), endpoints=tuple(endpoints), runs=tuple(runs))
+    return tuple(runs)

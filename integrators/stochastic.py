@@ -1,9 +1,10 @@
 """Stochastic integrators for dx = f(t, x) dt + Σ_q g_q(t, x) dW_q.
 
-``integ.step(scene, t, x, h, noise, ctrl=None) -> x_next`` advances one world (``jax.vmap``
-batches it). ``noise`` is a PRNG key (``integrators.prng.step_key(seed, world, step)``: dW is
-drawn per global slot, dZ only by methods that need it) or prescribed ``Increments(dW, dZ)`` /
-``{"dW": ..., "dZ": ...}`` (reproducible tests; one Brownian path through two solvers).
+``integ.step(model, t0, h, x, ctrl, carry, key) -> (x, carry, status)`` advances one world (``jax.vmap``
+batches it; ``base.Integrator``). ``key``, the step's noise, is a PRNG key
+(``integrators.prng.step_key(seed, world, step)``: dW is drawn per global slot, dZ only by methods that
+need it) or prescribed ``Increments(dW, dZ)`` / ``{"dW": ..., "dZ": ...}`` (reproducible tests; one
+Brownian path through two solvers).
 
 ``scene`` needs ``.layout``, ``.dynamics(t, x, ctrl)`` (derivative buffer) and
 ``.diffusion(t, x, ctrl)`` (packed diffusion buffer, ``layout.diffusion_size``). Optional:
@@ -25,7 +26,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from .contracts import evaluate, merged, scene_part, step_result
+from .base import Integrator, StepResult, ok_status
+from .contracts import ContractError, evaluate, merged, scene_part
+from .names import IntegratorKind
 from .rk import finish_step
 from .sde import Increments, apply_sde, check_diffusion, resolve, weight
 
@@ -50,11 +53,10 @@ def _done(scene, x_next, carry, out):
     return finish_step(scene, x_next), merged(carry, out)
 
 
-class _Stochastic:
+class _Stochastic(Integrator):
     """Stochastic methods keep the carry proposal of their last evaluation, as MuJoCo's RK4 does."""
 
-    is_stochastic: ClassVar[bool] = True
-    is_adaptive: ClassVar[bool] = False
+    kind: ClassVar[IntegratorKind] = IntegratorKind.STOCHASTIC
     requires: ClassVar[tuple[str, ...]] = ("diffusion",)
     name: ClassVar[str]
     interpretation: ClassVar[str]
@@ -66,10 +68,17 @@ class _Stochastic:
         return dict(name=self.name, kind="stochastic", interpretation=self.interpretation,
                     strong_order=self.strong_order, weak_order=self.weak_order, needs_dZ=self.needs_dZ)
 
-    def step(self, scene, t, x, h, noise, ctrl=None, *, carry=None):
-        """``x`` after one step of size ``h`` driven by ``noise`` (a key or increments); ``(x, carry)``
-        when a carry is threaded."""
-        return step_result(self.step_carry(scene, t, x, h, noise, ctrl, carry=carry), carry)
+    def step(self, model, t0, h, x, ctrl=None, carry: dict | None = None, key=None) -> StepResult:
+        """One step of size ``h`` driven by ``key`` (a PRNG key or increments): ``(x, carry, status)``."""
+        if key is None:
+            raise ContractError(f"{type(self).__name__} is stochastic: its step needs key= (a PRNG key, e.g. "
+                                f"prng.step_key(seed, world, step), or Increments(dW, dZ))")
+        x_next, carry_next = self.update(model, t0, x, h, key, ctrl, carry)
+        return x_next, carry_next, ok_status()
+
+    def update(self, scene, t, x, h, noise, ctrl, carry):
+        """``(x_next, carry_next)`` of one step (each method's own)."""
+        raise NotImplementedError
 
     def increments(self, noise, h, layout) -> Increments:
         """The increments this method uses for ``noise`` (a key or prescribed increments)."""
@@ -83,7 +92,7 @@ class EulerMaruyama(_Stochastic):
     strong_order: ClassVar[float] = 0.5
     weak_order: ClassVar[float] = 1.0
 
-    def step_carry(self, scene, t, x, h, noise, ctrl=None, carry=None):
+    def update(self, scene, t, x, h, noise, ctrl, carry):
         _check_scene(scene, "EulerMaruyama")
         layout = scene.layout
         inc = self.increments(noise, h, layout)
@@ -98,7 +107,7 @@ class StochasticHeun(_Stochastic):
     strong_order: ClassVar[float] = 1.0  # commutative noise; 0.5 in general
     weak_order: ClassVar[float] = 1.0
 
-    def step_carry(self, scene, t, x, h, noise, ctrl=None, carry=None):
+    def update(self, scene, t, x, h, noise, ctrl, carry):
         _check_scene(scene, "StochasticHeun")
         layout = scene.layout
         inc = self.increments(noise, h, layout)
@@ -121,7 +130,7 @@ class SRA1(_Stochastic):
     weak_order: ClassVar[float] = 2.0
     needs_dZ: ClassVar[bool] = True
 
-    def step_carry(self, scene, t, x, h, noise, ctrl=None, carry=None):
+    def update(self, scene, t, x, h, noise, ctrl, carry):
         _check_scene(scene, "SRA1")
         layout = scene.layout
         inc = self.increments(noise, h, layout)

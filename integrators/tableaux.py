@@ -72,34 +72,34 @@ class Tableau:
         return d
 
 
-def _t(name, a, b, c, order, b_low=None, order_low=None) -> Tableau:
+def make_tableau(name, a, b, c, order, b_low=None, order_low=None) -> Tableau:
     return Tableau(name, tuple(tuple(row) for row in a), tuple(b), tuple(c), order,
                    None if b_low is None else tuple(b_low), order_low)
 
 
-EULER = _t("euler", [[]], [1], [0], 1)
+EULER = make_tableau("euler", [[]], [1], [0], 1)
 
 # Explicit trapezoid (Heun's second-order method).
-HEUN = _t("heun", [[], [1]], [F(1, 2), F(1, 2)], [0, 1], 2)
+HEUN = make_tableau("heun", [[], [1]], [F(1, 2), F(1, 2)], [0, 1], 2)
 
-MIDPOINT = _t("midpoint", [[], [F(1, 2)]], [0, 1], [0, F(1, 2)], 2)
+MIDPOINT = make_tableau("midpoint", [[], [F(1, 2)]], [0, 1], [0, F(1, 2)], 2)
 
-RK4 = _t("rk4", [[], [F(1, 2)], [0, F(1, 2)], [0, 0, 1]],
+RK4 = make_tableau("rk4", [[], [F(1, 2)], [0, F(1, 2)], [0, 0, 1]],
          [F(1, 6), F(1, 3), F(1, 3), F(1, 6)], [0, F(1, 2), F(1, 2), 1], 4)
 
 # Kutta's 3/8 rule.
-RK38 = _t("rk38", [[], [F(1, 3)], [F(-1, 3), 1], [1, -1, 1]],
+RK38 = make_tableau("rk38", [[], [F(1, 3)], [F(-1, 3), 1], [1, -1, 1]],
           [F(1, 8), F(3, 8), F(3, 8), F(1, 8)], [0, F(1, 3), F(2, 3), 1], 4)
 
 # Bogacki–Shampine 3(2), FSAL.
-BOGACKI_SHAMPINE = _t(
+BOGACKI_SHAMPINE = make_tableau(
     "bogacki_shampine",
     [[], [F(1, 2)], [0, F(3, 4)], [F(2, 9), F(1, 3), F(4, 9)]],
     [F(2, 9), F(1, 3), F(4, 9), 0], [0, F(1, 2), F(3, 4), 1], 3,
     b_low=[F(7, 24), F(1, 4), F(1, 3), F(1, 8)], order_low=2)
 
 # Runge–Kutta–Fehlberg 4(5); the fifth-order solution is propagated (local extrapolation).
-RKF45 = _t(
+RKF45 = make_tableau(
     "rkf45",
     [[], [F(1, 4)], [F(3, 32), F(9, 32)], [F(1932, 2197), F(-7200, 2197), F(7296, 2197)],
      [F(439, 216), -8, F(3680, 513), F(-845, 4104)],
@@ -109,7 +109,7 @@ RKF45 = _t(
     b_low=[F(25, 216), 0, F(1408, 2565), F(2197, 4104), F(-1, 5), 0], order_low=4)
 
 # Dormand–Prince 5(4), FSAL.
-DORMAND_PRINCE = _t(
+DORMAND_PRINCE = make_tableau(
     "dormand_prince",
     [[], [F(1, 5)], [F(3, 40), F(9, 40)], [F(44, 45), F(-56, 15), F(32, 9)],
      [F(19372, 6561), F(-25360, 2187), F(64448, 6561), F(-212, 729)],

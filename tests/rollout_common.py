@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from mjharness.integrators import StateRegistry, StateSpec
+from mjharness.integrators import Integrator, IntegratorKind, StateRegistry, StateSpec
 
 try:
     from mjharness.integrators import SemiImplicitEuler
@@ -75,33 +75,37 @@ class Oscillator:
 
 
 @dataclass(frozen=True)
-class ExplicitEulerDouble:
-    """x + h f(t, x): trivial to replay in numpy."""
+class ExplicitEulerDouble(Integrator):
+    """x + h f(t, x): trivial to replay in numpy. A user's integrator: one ``step`` (integrators/base.py)."""
 
-    def step(self, scene, t, x, h, ctrl=None):
-        return x + h * scene.dynamics(t, x, ctrl)
+    name = "explicit_euler_double"
+
+    def step(self, model, t0, h, x, ctrl=None, carry=None, key=None):
+        return x + h * model.dynamics(t0, x, ctrl), carry, jnp.int32(0)
 
 
 @dataclass(frozen=True)
-class NoiseDouble:
+class NoiseDouble(Integrator):
     """A stochastic double: x + sqrt(h) N(0, 1) drawn from the key the engine passes."""
 
-    is_stochastic = True
+    name = "noise_double"
+    kind = IntegratorKind.STOCHASTIC
 
-    def step(self, scene, t, x, h, noise, ctrl=None):
-        return x + jnp.sqrt(h) * jax.random.normal(noise, x.shape, x.dtype)
+    def step(self, model, t0, h, x, ctrl=None, carry=None, key=None):
+        return x + jnp.sqrt(h) * jax.random.normal(key, x.shape, x.dtype), carry, jnp.int32(0)
 
 
 @dataclass(frozen=True)
-class UnderflowDouble:
+class UnderflowDouble(Integrator):
     """An adaptive double whose step size 'underflows' (status 2) once q[0] exceeds ``limit``."""
 
     limit: float = 1.5
-    is_adaptive = True
+    name = "underflow_double"
+    kind = IntegratorKind.ADAPTIVE
 
-    def advance(self, scene, t, x, t_end, ctrl=None):
-        xn = x + (t_end - t) * scene.dynamics(t, x, ctrl)
-        return xn, jnp.where(xn[0] > self.limit, 2, 0)
+    def step(self, model, t0, h, x, ctrl=None, carry=None, key=None):
+        xn = x + h * model.dynamics(t0, x, ctrl)
+        return xn, carry, jnp.where(xn[0] > self.limit, 2, 0)
 
 
 # -- a CLI run killed mid-way (tests of resume) -------------------------------------------------------------------

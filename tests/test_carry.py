@@ -21,7 +21,7 @@ from backend_common import c_trajectory
 from mujoco import mjx
 
 from mjharness.adapters import MjScene
-from mjharness.integrators import RK4, DormandPrince
+from mjharness.integrators import RK4, DormandPrince, Integrator
 from mjharness.rollout import RolloutError, open_rollout, rollout
 
 CONTACT = """
@@ -100,19 +100,17 @@ def test_scene_own_integrator_with_the_carry_tracks_mujoco_c_as_raw_mjx_does(con
     assert np.abs(np.concatenate([cold.qpos[-1, 0], cold.qvel[-1, 0]]) - ours[-1]).max() > 1e-3
 
 
-class _Cold:
-    """Wraps an integrator without its carry parameter: the engine then threads no carry (cold starts)."""
-
-    is_adaptive = False
-    is_stochastic = False
+class _Cold(Integrator):
+    """Wraps an integrator and hands it no carry: every evaluation cold-starts, the carry passes through."""
 
     def __init__(self, integ):
         self.integ = integ
         self.name = integ.name
-        self.requires = getattr(integ, "requires", ())
+        self.requires = integ.requires
 
-    def step(self, scene, t, x, h, ctrl=None):
-        return self.integ.step(scene, t, x, h, ctrl)
+    def step(self, model, t0, h, x, ctrl=None, carry=None, key=None):
+        x_next, _, status = self.integ.step(model, t0, h, x, ctrl, None, key)
+        return x_next, carry, status
 
 
 def test_carry_is_in_the_file_and_resume_is_bit_identical(tmp_path):
@@ -191,10 +189,12 @@ def test_adaptive_step_size_is_carried_between_output_intervals():
     np.testing.assert_allclose(r.x[-1, 0], counts["carried"][2], rtol=0, atol=1e-12)
 
 
-def test_integrators_without_a_carry_parameter_still_run():
+def test_an_integrator_that_ignores_the_carry_still_runs():
     sc = MjScene(mujoco.MjModel.from_xml_string(CONTACT.format(integrator="RK4")), backend="mjx")
     r = rollout(sc, _Cold(RK4()), dt=0.002, steps=3, batch=1, progress=False)
-    assert r.carry == {} and r.stats["worlds_ok"] == 1
+    # The carry passes through untouched: the scene's cold warm start, every step.
+    assert set(r.carry) == {"qacc_warmstart"} and not np.any(r.carry["qacc_warmstart"])
+    assert r.stats["worlds_ok"] == 1
 
 
 if os.environ.get("MJHARNESS_CARRY_MEASURE"):  # pragma: no cover - the figures of the README

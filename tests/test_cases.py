@@ -125,7 +125,7 @@ def test_methods_come_from_the_integrator_registry():
     fixed, stochastic = C.fixed_methods(), C.stochastic_methods()
     assert {"euler", "rk4", "rk38"} <= set(fixed) and {"euler_maruyama", "sra1"} <= set(stochastic)
     for name in fixed + stochastic:
-        assert not INTEGRATORS[name].is_adaptive and INTEGRATORS[name].is_stochastic == (name in stochastic)
+        assert INTEGRATORS[name].kind == ("stochastic" if name in stochastic else "fixed")
     assert not set(fixed) & set(stochastic)
     assert "dormand_prince" not in fixed + stochastic  # adaptive: no fixed step to compare at
     case = C.load_case("ou_process")

@@ -17,8 +17,8 @@ What counts, precisely:
 - Imports of other distributions (jax, mujoco, ...) are not nodes.
 
 Layers (DESIGN.md §2): ``integrators`` imports nothing of ours but itself; ``scenes`` imports only ``scenes``
-and ``mjharness.integrators.errors`` / ``.names`` (the one exception base and the string-enum base); ``adapters`` does not import
-``rollout``; ``data`` (package data) imports nothing of ours.
+and ``mjharness.integrators.errors`` / ``.names`` (the one exception base and the string-enum base);
+``adapters`` does not import ``rollout``; ``data`` (package data) imports nothing of ours.
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ from mjharness.integrators import (
 )
 from mjharness.integrators import tableaux as tb
 from mjharness.integrators.lie import dexpinv, rkmk_transform
-from mjharness.integrators.rk import rk_step
+from mjharness.integrators.rk import rk_step_carry
 from mjharness.scenes import load_scene
 
 N_REC = 100  # records per run (scan length, static)
@@ -93,10 +93,10 @@ def test_registry_names_classes_and_config():
             assert INTEGRATORS[name] is cls
         integ = get_integrator(name.upper())
         assert integ.name == name
-        assert integ.is_adaptive == (name in ("bogacki_shampine", "rkf45", "dormand_prince"))
+        assert (integ.kind == "adaptive") == (name in ("bogacki_shampine", "rkf45", "dormand_prince"))
         cfg = json.loads(json.dumps(integ.config()))
         assert cfg["name"] == name
-    assert get_integrator("dormand_prince", rtol=1e-9).rtol == 1e-9
+    assert get_integrator("dormand_prince", rtol=1e-9).controller.rtol == 1e-9
     assert RK4() == RK4() and hash(RK4()) == hash(RK4())  # valid jit static arguments
     with pytest.raises(KeyError, match="unknown integrator 'rk5'"):
         get_integrator("rk5")
@@ -112,11 +112,11 @@ def test_semi_implicit_euler_needs_position_velocity_pairs():
     scene = ToyRigidBody()
     scene.second_order = None  # and no MuJoCo joints to fall back on
     with pytest.raises(StateError, match="second_order"):
-        SemiImplicitEuler().step(scene, 0.0, scene.x0(), 1e-3)
+        SemiImplicitEuler().step(scene, 0.0, 1e-3, scene.x0())
     bad = ToyRigidBody()
     bad.second_order = (("body/omega", "body/quat"),)
     with pytest.raises(StateError, match="cannot drive position state 'body/omega'"):
-        SemiImplicitEuler().step(bad, 0.0, bad.x0(), 1e-3)
+        SemiImplicitEuler().step(bad, 0.0, 1e-3, bad.x0())
 
 
 def test_semi_implicit_euler_generic_scene_under_vmap():
@@ -124,7 +124,7 @@ def test_semi_implicit_euler_generic_scene_under_vmap():
     scene = ToyRigidBody()
     x0 = np.stack([scene.x0((0.2, 3.0, 0.1)), scene.x0((1.0, -0.5, 0.3))])
     h = 1e-2
-    out = np.asarray(jax.jit(jax.vmap(lambda x: SemiImplicitEuler().step(scene, 0.0, x, h)))(x0))
+    out = np.asarray(jax.jit(jax.vmap(lambda x: SemiImplicitEuler().step(scene, 0.0, h, x)[0]))(x0))
     for i in range(2):
         w = x0[i, 4:]
         inertia = scene.inertia
@@ -169,7 +169,7 @@ def _runner(scene):
         tr = transform if exp_map else None
 
         def inner(i, x):
-            return rk_step(scene, (a, b, c), 0.0, x, h, transform=tr)
+            return rk_step_carry(scene, (a, b, c), 0.0, x, h, transform=tr)[0]
 
         def outer(x, _):
             x = jax.lax.fori_loop(0, n_inner, inner, x)
@@ -247,7 +247,7 @@ def test_padded_tableau_equals_class_step(brick_exp):
         a, b, c = integ.tableau.padded(4)
         ours = np.asarray(run(a, b, c, True, np.broadcast_to(x0, (4, x0.size)), np.full(4, h),
                               np.ones(4, int)))[0, 0]
-        ref = np.asarray(jax.jit(lambda x, integ=integ: integ.step(scene, 0.0, x, h))(x0))
+        ref = np.asarray(jax.jit(lambda x, integ=integ: integ.step(scene, 0.0, h, x)[0])(x0))
         assert np.abs(ours - ref).max() <= 1e-15, integ.name
 
 
@@ -363,10 +363,10 @@ def test_crouch_grossman3_order_and_unit_quaternion(policy):
     w0 = np.array([0.4, 2.0, -1.0])
     x0 = jnp.asarray(scene.x0(w0))
     integ = get_integrator("crouch_grossman3")
-    assert isinstance(integ, CrouchGrossman3) and integ.order == 3 and not integ.is_adaptive
+    assert isinstance(integ, CrouchGrossman3) and integ.order == 3 and integ.kind == "fixed"
 
     def run(h, n):
-        return jax.lax.fori_loop(0, n, lambda i, x: integ.step(scene, 0.0, x, h), x0)
+        return jax.lax.fori_loop(0, n, lambda i, x: integ.step(scene, 0.0, h, x)[0], x0)
 
     ns = np.array([50, 100, 200, 400])
     out = np.asarray(jax.jit(jax.vmap(run))(1.0 / ns, ns))

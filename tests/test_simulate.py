@@ -85,7 +85,7 @@ def test_same_numbers_as_rollout_ctrl_params():
                          ids=["rk4", "semi_implicit_euler", "euler_maruyama_fixed_increments"])
 def test_gradient_matches_finite_differences(dp, integ, kw):
     scene, x0 = dp
-    if integ.is_stochastic and not hasattr(scene, "diffusion"):
+    if integ.kind == "stochastic" and not hasattr(scene, "diffusion"):
         pytest.skip("scene has no diffusion")
     # chunk=4: three checkpointed chunks, so the gradient runs through the chunk recomputation.
     _fd_check(scene, integ, x0, "dof_damping", np.array([0.1, 0.2]), (1, 3), 1e-6, chunk=4, **kw)

@@ -1,9 +1,5 @@
-"""Integrators return one fixed shape to the engine (issue 27.5), as diffrax's ``AbstractSolver.step`` does.
-
-``step_carry`` (fixed, stochastic) is always ``(x_next, carry_next)`` and ``advance_carry`` (adaptive) always
-``(x, status, carry_next)``, carry_next None without a carry; ``step`` / ``advance`` keep DESIGN.md §4's
-results over them. ``engine_step`` gives the fixed shape for any integrator, a user's included.
-"""
+"""One integrator contract for every kind (integrators/base.py), as diffrax's ``AbstractSolver.step``:
+``step(model, t0, h, x, ctrl, carry, key) -> (x, carry, status)``, with nothing guessed from signatures."""
 
 from __future__ import annotations
 
@@ -12,8 +8,20 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from mjharness.integrators import INTEGRATORS, RK4, StateRegistry, StateSpec, get_integrator
-from mjharness.integrators.contracts import engine_step, integrator_kind
+from mjharness.integrators import (
+    INTEGRATORS,
+    RK4,
+    ContractError,
+    DormandPrince,
+    Integrator,
+    IntegratorKind,
+    StateRegistry,
+    StateSpec,
+    StepSizeController,
+    check_pair,
+    get_integrator,
+    resolve_integrator,
+)
 
 H = 0.01
 
@@ -47,71 +55,75 @@ class Oscillator:
         return jnp.full((1,), 0.1)
 
 
-def _call(integ, x, carry):
-    """One step of ``integ`` through ``engine_step``, and through its documented ``step`` / ``advance``."""
-    f, kind, scene = engine_step(integ), integrator_kind(integ), Oscillator()
-    if kind == "adaptive":
-        return f(scene, 0.0, x, H, carry=carry), integ.advance(scene, 0.0, x, H, carry=carry)
-    noise = (jax.random.key(0),) if kind == "stochastic" else ()
-    return f(scene, 0.0, x, H, *noise, carry=carry), integ.step(scene, 0.0, x, H, *noise, carry=carry)
+def _key(integ):
+    return jax.random.key(0) if integ.kind == IntegratorKind.STOCHASTIC else None
 
 
 @pytest.mark.parametrize("name", sorted(INTEGRATORS))
-def test_every_integrator_returns_one_shape_with_or_without_a_carry(name):
-    integ = get_integrator(name)
-    size = 3 if integrator_kind(integ) == "adaptive" else 2
-    x = jnp.array([1.0, 0.0])
-    carry = {"seen": jnp.zeros(2), **(integ.init_carry(Oscillator(), H) if hasattr(integ, "init_carry") else {})}
-    cold, cold_documented = _call(integ, x, None)
-    warm, warm_documented = _call(integ, x, carry)
-    assert isinstance(cold, tuple) and isinstance(warm, tuple) and len(cold) == len(warm) == size
-    assert cold[-1] is None and set(warm[-1]) == set(carry)
+def test_every_integrator_returns_x_carry_status_with_or_without_a_carry(name):
+    integ, scene, x = get_integrator(name), Oscillator(), jnp.array([1.0, 0.0])
+    assert isinstance(integ, Integrator) and check_pair(scene, integ) is integ.kind
+    carry = {"seen": jnp.zeros(2), **integ.init_carry(scene, H)}
+    assert set(carry) == {"seen", *integ.carry_spec(scene)}
+    x_cold, c_cold, s_cold = integ.step(scene, 0.0, H, x, None, None, _key(integ))
+    x_warm, c_warm, s_warm = integ.step(scene, 0.0, H, x, None, carry, _key(integ))
+    assert c_cold is None and set(c_warm) == set(carry)
+    assert jnp.asarray(s_cold).dtype == jnp.int32 and int(s_cold) == int(s_warm) == 0
     # The carry is the last evaluation's proposal: the derivative at a state inside the step, not the cold zeros.
-    assert np.any(np.asarray(warm[-1]["seen"]) != 0)
-    # step / advance keep their documented results: x (or (x, status)) alone without a carry, else the tuple.
-    np.testing.assert_array_equal(np.asarray(cold[0]), np.asarray(warm[0]))
-    if size == 2:
-        np.testing.assert_array_equal(np.asarray(cold_documented), np.asarray(cold[0]))
-    else:
-        assert len(cold_documented) == 2 and int(cold_documented[1]) == int(cold[1]) == 0
-    assert len(warm_documented) == size
+    assert np.any(np.asarray(c_warm["seen"]) != 0)
+    np.testing.assert_array_equal(np.asarray(x_cold), np.asarray(x_warm))  # the oscillator's carry is a record only
+    if integ.kind == IntegratorKind.FIXED:  # the step really is one step of size h (order >= 1)
+        np.testing.assert_allclose(np.asarray(x_cold), [np.cos(H), -np.sin(H)], atol=H * H)
 
 
-class _NoCarry:
-    """A user's fixed-step integrator written before the carry existed."""
-
-    name, is_adaptive, is_stochastic = "no_carry", False, False
-
-    def step(self, scene, t, x, h, ctrl=None):
-        return x + h * scene.dynamics(t, x, ctrl)
-
-
-class _OldAdaptive:
-    """A user's adaptive integrator with the varying-arity contract: (x, status[, carry])."""
-
-    name, is_adaptive, is_stochastic = "old_adaptive", True, False
-
-    def advance(self, scene, t, x, t_end, ctrl=None, *, carry=None):
-        x = x + (t_end - t) * scene.dynamics(t, x, ctrl)
-        return (x, jnp.int32(0)) if carry is None else (x, jnp.int32(0), {**carry, "n": carry["n"] + 1})
+def test_a_stochastic_step_without_its_noise_is_refused():
+    em = get_integrator("euler_maruyama")
+    with pytest.raises(ContractError, match="key="):
+        em.step(Oscillator(), 0.0, H, jnp.array([1.0, 0.0]))
 
 
 class _MyRK4(RK4):
-    """A user's subclass that redefines step only: the engine must run that step, not RK4's step_carry."""
+    """A user's subclass that redefines step: the engine runs that step (no other method is looked for)."""
 
-    def step(self, scene, t, x, h, ctrl=None, *, carry=None):
-        return super().step(scene, t, x, 2 * h, ctrl, carry=carry)
+    def step(self, model, t0, h, x, ctrl=None, carry=None, key=None):
+        return super().step(model, t0, 2 * h, x, ctrl, carry, key)
 
 
-def test_user_integrators_are_adapted_to_the_one_shape():
+def test_a_users_subclass_step_is_the_step_that_runs():
     scene, x = Oscillator(), jnp.array([1.0, 0.0])
-    kept = {"seen": jnp.ones(2)}
-    xn, c = engine_step(_NoCarry())(scene, 0.0, x, H, carry=kept)
-    np.testing.assert_allclose(np.asarray(xn), [1.0, -H])
-    assert c is kept  # it cannot update a carry: the carry passes through unchanged, as the engine always did
-    assert engine_step(_NoCarry())(scene, 0.0, x, H)[1] is None
-    xa, status, ca = engine_step(_OldAdaptive())(scene, 0.0, x, H, carry={"n": 0})
-    assert int(status) == 0 and ca == {"n": 1}
-    assert engine_step(_OldAdaptive())(scene, 0.0, x, H)[2] is None
-    doubled, _ = engine_step(_MyRK4())(scene, 0.0, x, H / 2)
-    np.testing.assert_array_equal(np.asarray(doubled), np.asarray(RK4().step(scene, 0.0, x, H)))
+    doubled = _MyRK4().step(scene, 0.0, H / 2, x)[0]
+    np.testing.assert_array_equal(np.asarray(doubled), np.asarray(RK4().step(scene, 0.0, H, x)[0]))
+
+
+class _DuckTyped:
+    """An object with the old duck-typed ``step`` and no base class: refused by name, not guessed at."""
+
+    name = "duck"
+
+    def step(self, scene, t, x, h, ctrl=None):
+        return x
+
+
+def test_objects_that_are_not_integrators_are_refused_with_the_contract():
+    with pytest.raises(ContractError, match=r"subclasses mjharness.integrators.Integrator.*step\(model, t0, h, x"):
+        resolve_integrator(_DuckTyped())
+    with pytest.raises(ContractError, match="not an integrator"):
+        check_pair(Oscillator(), _DuckTyped())
+    with pytest.raises(TypeError):  # the one abstract method must be written
+        type("NoStep", (Integrator,), {"name": "no_step"})()
+
+
+def test_the_step_size_controller_is_its_own_object():
+    ctl = StepSizeController(rtol=1e-9, atol=1e-12, max_steps=50)
+    a, b = DormandPrince(controller=ctl), get_integrator("dormand_prince", rtol=1e-9, atol=1e-12, max_steps=50)
+    assert a == b and hash(a) == hash(b) and a.controller is ctl
+    assert a.config() == b.config() and a.config()["rtol"] == 1e-9 and a.config()["max_steps"] == 50
+    with pytest.raises(TypeError, match="not both"):
+        DormandPrince(controller=ctl, rtol=1e-3)
+    with pytest.raises(TypeError, match="rtl"):
+        DormandPrince(rtl=1e-3)
+    # h is the output interval: the controller fills it with steps of its own size.
+    scene, x = Oscillator(), jnp.array([1.0, 0.0])
+    x1, carry, status = a.step(scene, 0.0, 1.0, x, None, {"seen": jnp.zeros(2), **a.init_carry(scene, 1.0)})
+    assert int(status) == 0 and 0 < float(carry["h_next"]) < 1.0
+    np.testing.assert_allclose(np.asarray(x1), [np.cos(1.0), -np.sin(1.0)], rtol=0, atol=1e-7)

@@ -24,8 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from mjharness.adapters.contacts import WORLD_AXIS
-from mjharness.integrators import STATUS_NONFINITE, STATUS_NONFINITE_CTRL
-from mjharness.integrators.contracts import engine_step
+from mjharness.integrators import STATUS_NONFINITE, STATUS_NONFINITE_CTRL, IntegratorKind
 from mjharness.integrators.prng import step_key
 
 from .. import cache
@@ -73,7 +72,7 @@ class ChunkStatic:
     """What a compiled chunk function depends on besides array shapes."""
 
     integ: object
-    kind: str                # "fixed" | "stochastic" | "adaptive"
+    kind: IntegratorKind
     ctrl_mode: str           # "none" | "array" | "callable" | "controller"
     ctrl_fn: object
     params: tuple            # ((field, shape), ...) batched model fields
@@ -125,7 +124,6 @@ def _integrator_carry(st: ChunkStatic) -> tuple:
 def _advance_world(scene, st: ChunkStatic):
     """One step of one world: (state of the world, k, constants, ...) -> state of the world."""
     integ, kind, mode, ctrl_fn, ep = st.integ, st.kind, st.ctrl_mode, st.ctrl_fn, st.episodes
-    step = engine_step(integ)  # one shape, whatever the integrator: (x, carry) / (x, status, carry)
     names = [p for p, _ in st.params]
     integ_names = _integrator_carry(st)
     threaded = bool(integ_names)
@@ -146,13 +144,8 @@ def _advance_world(scene, st: ChunkStatic):
         cin = {n: carry[n] for n in integ_names} if threaded else None  # integrators without a carry: as before
         if callable(getattr(sc, "pre_step", None)):  # a System's per-model pre-step hooks
             x = sc.pre_step(t, x)
-        code = jnp.int8(0)
-        if kind == "fixed":
-            xn, cn = step(sc, t, x, c.dt, ctrl=u, carry=cin)
-        elif kind == "stochastic":
-            xn, cn = step(sc, t, x, c.dt, step_key(c.seed, wid, k), ctrl=u, carry=cin)
-        else:
-            xn, code, cn = step(sc, t, x, t + c.dt, ctrl=u, carry=cin)
+        key = step_key(c.seed, wid, k) if kind == IntegratorKind.STOCHASTIC else None  # global indices
+        xn, cn, code = integ.step(sc, t, c.dt, x, u, cin, key)  # one contract, every kind (integrators/base.py)
         cn = {**carry, **cn} if threaded else carry
         xn = jnp.asarray(xn, x.dtype)
         code = jnp.asarray(code).astype(jnp.int8)

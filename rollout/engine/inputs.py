@@ -14,7 +14,7 @@ import mujoco
 import numpy as np
 
 from mjharness.integrators import StateLayout
-from mjharness.integrators.contracts import accepts_carry, integrator_carry_spec, scene_carry_spec
+from mjharness.integrators.contracts import integrator_carry_spec, scene_carry_spec
 
 from ..errors import RolloutError
 from . import episodes as _ep
@@ -83,7 +83,8 @@ def _check_physical(name: str, path: str, v: np.ndarray, nominal: np.ndarray) ->
     what = POSITIVE.get(field)
     if what is not None and (v < 0).any():
         w, *at = (int(i) for i in np.argwhere(v < 0)[0])
-        raise RolloutError(f"model_params[{name!r}]: world {w} sets {field}{at} = {v[(w, *at)]:.6g}: MuJoCo "
+        bad = v[(w,) + tuple(at)]
+        raise RolloutError(f"model_params[{name!r}]: world {w} sets {field}{at} = {bad:.6g}: MuJoCo "
                            f"requires {what} >= 0")
 
 
@@ -276,14 +277,11 @@ def check_x0(x0, batch, layout: StateLayout, *, shared: bool = False):
 
 def carry_plan(scene, integ, dt: float, B: int) -> tuple[tuple, dict]:
     """((name, shape), ...) and the cold initial carry (B, *shape) of the scene and the integrator."""
-    if not accepts_carry(integ):
-        return (), {}
     spec = {**scene_carry_spec(scene), **integrator_carry_spec(integ, scene)}
     if not spec:
         return (), {}
     init = dict(scene.init_carry()) if scene_carry_spec(scene) else {}
-    if integrator_carry_spec(integ, scene):
-        init.update(integ.init_carry(scene, dt))
+    init.update(integ.init_carry(scene, dt))
     carry0 = {}
     for name, shape in spec.items():
         v = np.asarray(init[name], np.float64)

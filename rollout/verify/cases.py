@@ -45,10 +45,10 @@ _REQUIRED = ("name", "feature", "scene", "check", "integrator", "dt", "duration"
 # -- methods: from the integrator registry ---------------------------------------------------------------
 
 def _registered(stochastic: bool) -> tuple[str, ...]:
-    from mjharness.integrators import INTEGRATORS
+    from mjharness.integrators import INTEGRATORS, IntegratorKind
 
-    return tuple(n for n, cls in INTEGRATORS.items()
-                 if not getattr(cls, "is_adaptive", False) and bool(getattr(cls, "is_stochastic", False)) == stochastic)
+    kind = IntegratorKind.STOCHASTIC if stochastic else IntegratorKind.FIXED
+    return tuple(n for n, cls in INTEGRATORS.items() if cls.kind == kind)
 
 
 def fixed_methods() -> tuple[str, ...]:

@@ -1,0 +1,68 @@
+"""The one integrator contract: ``Integrator.step(model, t0, h, x, ctrl, carry, key) -> (x, carry, status)``.
+
+Every integrator, built-in or a user's, subclasses ``Integrator`` and writes that one method (as diffrax's
+solvers write ``AbstractSolver.step``). The arguments and the result are the same for every kind:
+
+- ``model``: the scene (``contracts.Model``: a ``layout`` and ``dynamics``); ``t0`` the time at the start;
+- ``h``: the step (fixed and stochastic methods), or the output interval that an adaptive method fills with
+  steps of its own size, chosen by its ``StepSizeController`` (``controller.py``);
+- ``x``: one world's state buffer; ``ctrl``: its control (None when the scene has no actuators or no control);
+- ``carry``: per-world values kept from one step to the next (the scene's warm start, an adaptive method's
+  next step size) as a dict, or None when nothing is carried; the result's carry has the same keys;
+- ``key``: the step's noise for stochastic methods (a PRNG key or prescribed ``sde.Increments``), else None;
+- ``status``: an int32 ``Status`` code, 0 unless the step failed (an adaptive method's underflow, ...).
+
+``kind`` (``IntegratorKind``) tells the engine what ``key`` and ``h`` are; ``requires`` names the model
+attributes the method needs (checked once by ``contracts.check_pair``); ``carry_spec(model)`` /
+``init_carry(model, dt)`` declare the integrator's own carry entries. Nothing is guessed from signatures.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+import jax.numpy as jnp
+
+from .names import IntegratorKind
+
+__all__ = ["Integrator", "IntegratorKind", "StepResult", "ok_status"]
+
+StepResult = tuple[Any, "dict | None", Any]  # (x, carry, status)
+
+
+def ok_status():
+    """The status of a step that did not fail (an int32 0, the type every kind returns)."""
+    return jnp.zeros((), jnp.int32)
+
+
+class Integrator(ABC):
+    """Base class of every integrator: one fixed-arity ``step`` and a few declarations.
+
+    Attributes:
+        name: the registry name (``get_integrator``; the file's ``integrator`` attribute).
+        kind: ``IntegratorKind.FIXED`` (default), ``STOCHASTIC`` (``key`` is the step's noise) or ``ADAPTIVE``
+            (``h`` is an output interval).
+        requires: model attributes the method needs, e.g. ``("second_order",)``; a model without them is
+            refused before anything is traced.
+    """
+
+    name: ClassVar[str]
+    kind: ClassVar[IntegratorKind] = IntegratorKind.FIXED
+    requires: ClassVar[tuple[str, ...]] = ()
+
+    @abstractmethod
+    def step(self, model, t0, h, x, ctrl=None, carry: dict | None = None, key=None) -> StepResult:
+        """Advance one world from ``t0`` to ``t0 + h``: ``(x, carry, status)`` (jit- and vmap-able)."""
+
+    def carry_spec(self, model) -> dict[str, tuple[int, ...]]:
+        """The integrator's own carry entries, name -> shape (none by default)."""
+        return {}
+
+    def init_carry(self, model, dt: float) -> dict:
+        """The cold values of ``carry_spec``'s entries for a run of output interval ``dt``."""
+        return {}
+
+    def config(self) -> dict:
+        """What the file records about the method (``integrator_config``)."""
+        return dict(name=self.name, kind=str(self.kind))
