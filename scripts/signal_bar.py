@@ -95,6 +95,67 @@ def signal_run(argv, cwd, sig, moment, rng, limit_s=900) -> tuple[int, str, str]
     return proc.returncode, "".join(err), where
 
 
+def check_exit(rc: int, err: str, where: str, sig) -> tuple[list[str], list[str]]:
+    """(problems, interrupt lines) of one signalled run's exit code and stderr."""
+    want = 130 if sig == signal.SIGINT else 143
+    problems = []
+    if rc != want and not (rc == 0 and "ended before" in where):
+        problems.append(f"exit {rc}, expected {want}")
+    if any(w in err for w in ("Traceback", "Segmentation", "Exception ignored")):
+        problems.append("a traceback or crash on stderr")
+    lines = [ln for ln in err.splitlines() if "interrupted" in ln or "terminated (SIGTERM)" in ln]
+    if rc == want and len(lines) != 1:
+        problems.append(f"{len(lines)} interrupt lines")
+    return problems, lines
+
+
+def check_file(work: str, out: str, scene: str, backend: str, refs: dict, problems: list[str]) -> str:
+    """Verify and resume the interrupted file, compare it with an uninterrupted run; returns what happened."""
+    path = os.path.join(work, out)
+    if not os.path.exists(path):
+        return "no file written"
+    v = subprocess.run(cmd() + ["verify", out], cwd=work, capture_output=True, text=True)
+    if v.returncode != 0:
+        problems.append(f"verify exit {v.returncode}: {v.stdout[-300:]}")
+    r = subprocess.run(cmd() + ["run", "--resume", out, "--no-progress"], cwd=work, capture_output=True, text=True)
+    if r.returncode != 0:
+        problems.append(f"resume exit {r.returncode}: {r.stderr[-300:]}")
+        return "resume failed"
+    key = (scene, backend)
+    if key not in refs:
+        ref = f"ref_{scene}_{backend}.h5"
+        p = subprocess.run(cmd() + argv_of(scene, backend, ref) + ["--no-progress"], cwd=work, capture_output=True,
+                           text=True)
+        if p.returncode != 0:
+            problems.append(f"reference run failed: {p.stderr[-300:]}")
+        refs[key] = os.path.join(work, ref)
+    from mjharness.rollout import open_rollout
+
+    with open_rollout(path) as f, open_rollout(refs[key]) as g:
+        same = f.complete and np.array_equal(f.x, g.x)
+    resumed = "resumed bit-identical" if same else "resumed DIFFERENT from the uninterrupted run"
+    if not same:
+        problems.append(resumed)
+    return resumed
+
+
+def run_case(i: int, rng: random.Random, work: str, refs: dict) -> dict:
+    """One signalled run at a random moment, checked: its row of the report."""
+    combos = list(COMBOS)
+    scene, backend = combos[i % len(combos)]
+    sig = rng.choice([signal.SIGINT, signal.SIGTERM])
+    moment = MOMENTS[(i // len(combos)) % len(MOMENTS)] if i < 4 * len(combos) else rng.choice(MOMENTS)
+    out = f"case{i}.h5"
+    t0 = time.monotonic()
+    rc, err, where = signal_run(argv_of(scene, backend, out), work, sig, moment, rng)
+    problems, lines = check_exit(rc, err, where, sig)
+    resumed = check_file(work, out, scene, backend, refs, problems)
+    return dict(case=i, scene=scene, backend=backend, batch=COMBOS[(scene, backend)][0],
+                signal=signal.Signals(sig).name, moment=moment, where=where, exit=rc, resumed=resumed,
+                seconds=round(time.monotonic() - t0, 1), ok=not problems, problems=problems,
+                line=lines[0] if lines else "")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", type=int, default=20)
@@ -104,59 +165,15 @@ def main() -> int:
     rng = random.Random(a.seed)
     work = tempfile.mkdtemp(prefix="signal_bar-")
     load = os.getloadavg()
-    refs = {}
-    rows, ok_all = [], True
-    combos = list(COMBOS)
+    refs: dict = {}
+    rows = []
     for i in range(a.cases):
-        scene, backend = combos[i % len(combos)]
-        sig = rng.choice([signal.SIGINT, signal.SIGTERM])
-        moment = MOMENTS[(i // len(combos)) % len(MOMENTS)] if i < 4 * len(combos) else rng.choice(MOMENTS)
-        out = f"case{i}.h5"
-        t0 = time.monotonic()
-        rc, err, where = signal_run(argv_of(scene, backend, out), work, sig, moment, rng)
-        want = 130 if sig == signal.SIGINT else 143
-        problems = []
-        if rc != want and not (rc == 0 and "ended before" in where):
-            problems.append(f"exit {rc}, expected {want}")
-        if any(w in err for w in ("Traceback", "Segmentation", "Exception ignored")):
-            problems.append("a traceback or crash on stderr")
-        lines = [ln for ln in err.splitlines() if "interrupted" in ln or "terminated (SIGTERM)" in ln]
-        if rc == want and len(lines) != 1:
-            problems.append(f"{len(lines)} interrupt lines")
-        path = os.path.join(work, out)
-        resumed = "no file written"
-        if os.path.exists(path):
-            v = subprocess.run(cmd() + ["verify", out], cwd=work, capture_output=True, text=True)
-            if v.returncode != 0:
-                problems.append(f"verify exit {v.returncode}: {v.stdout[-300:]}")
-            r = subprocess.run(cmd() + ["run", "--resume", out, "--no-progress"], cwd=work, capture_output=True,
-                               text=True)
-            if r.returncode != 0:
-                problems.append(f"resume exit {r.returncode}: {r.stderr[-300:]}")
-            else:
-                key = (scene, backend)
-                if key not in refs:
-                    ref = f"ref_{scene}_{backend}.h5"
-                    p = subprocess.run(cmd() + argv_of(scene, backend, ref) + ["--no-progress"], cwd=work,
-                                       capture_output=True, text=True)
-                    if p.returncode != 0:
-                        problems.append(f"reference run failed: {p.stderr[-300:]}")
-                    refs[key] = os.path.join(work, ref)
-                from mjharness.rollout import open_rollout
-
-                with open_rollout(path) as f, open_rollout(refs[key]) as g:
-                    same = f.complete and np.array_equal(f.x, g.x)
-                resumed = "resumed bit-identical" if same else "resumed DIFFERENT from the uninterrupted run"
-                if not same:
-                    problems.append(resumed)
-        row = dict(case=i, scene=scene, backend=backend, batch=COMBOS[(scene, backend)][0],
-                   signal=signal.Signals(sig).name, moment=moment, where=where, exit=rc, resumed=resumed,
-                   seconds=round(time.monotonic() - t0, 1), ok=not problems, problems=problems,
-                   line=lines[0] if lines else "")
+        row = run_case(i, rng, work, refs)
         rows.append(row)
-        ok_all &= not problems
-        print(f"{i:2d} {scene:16s} {backend:6s} B={row['batch']:<5d} {row['signal']:7s} {moment:8s} exit {rc:3d}  "
-              f"{'ok' if not problems else 'FAIL: ' + '; '.join(problems)}  [{where}; {resumed}]", flush=True)
+        print(f"{i:2d} {row['scene']:16s} {row['backend']:6s} B={row['batch']:<5d} {row['signal']:7s} "
+              f"{row['moment']:8s} exit {row['exit']:3d}  "
+              f"{'ok' if row['ok'] else 'FAIL: ' + '; '.join(row['problems'])}  [{row['where']}; {row['resumed']}]",
+              flush=True)
     summary = dict(cases=len(rows), passed=sum(r["ok"] for r in rows), load_before=load, load_after=os.getloadavg(),
                    rows=rows)
     print(f"{summary['passed']}/{summary['cases']} passed; load {load[0]:.1f} -> {os.getloadavg()[0]:.1f}")
@@ -164,7 +181,7 @@ def main() -> int:
         with open(a.json, "w") as f:
             json.dump(summary, f, indent=1)
     shutil.rmtree(work, ignore_errors=True)
-    return 0 if ok_all else 1
+    return 0 if all(r["ok"] for r in rows) else 1
 
 
 if __name__ == "__main__":
