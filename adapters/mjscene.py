@@ -35,9 +35,9 @@ from mjharness.scenes import scene_info
 from mjharness.scenes.settings import configure
 
 from . import noise as _noise
-from .backends import AUTO, BACKEND_NAMES, get_backend, initial_backend, requested
+from .backends import AUTO, BACKEND_NAMES, check_name, get_backend, initial_backend, requested
 from .backends import host as _host
-from .backends.base import warmstart
+from .backends.base import ChunkRun, ChunkStatic, warmstart
 from .scene_layout import _mujoco_specs, carried_data, check_same_layout, joint_states, model_name, qdot_positions
 
 QUATERNION_UPDATES = ("quaternion", "quaternion_qdot")
@@ -72,7 +72,7 @@ class MjScene:
         quaternion_update = canonical_update(quaternion_update)
         if quaternion_update not in QUATERNION_UPDATES:
             raise StateError(f"quaternion_update must be one of {QUATERNION_UPDATES}, got {quaternion_update!r}")
-        self.requested_backend = backend
+        self.requested_backend = check_name(backend)
         self._source = model
         self._opts = dict(threads=threads, naconmax=naconmax)
         impl, self.model, self.mjx_model, self.backend_note = initial_backend(model, backend, self._opts)
@@ -105,7 +105,7 @@ class MjScene:
         twin = copy.copy(self)
         model = impl.load(self._source)
         mjx_model = impl.put_model(model, scene_info(model).source, self._opts)
-        twin.backend_impl, twin.backend, twin.requested_backend = impl, name, name
+        twin.backend_impl, twin.backend, twin.requested_backend = impl, impl.name, impl.name
         twin.backend_note = ""
         twin._rebuild(model, mjx_model)
         return twin
@@ -405,9 +405,9 @@ class MjScene:
         return self._with_carry(dx, d, carry)
     # -- end implicitfast --
 
-    def chunk_runner(self, request: Any, batch: int) -> Callable | None:
+    def chunk_runner(self, static: ChunkStatic, run: ChunkRun) -> Callable | None:
         """The backend's host function for whole chunks of a run (``Backend.chunk_runner``), or None."""
-        return self.backend_impl.chunk_runner(self, request, batch)
+        return self.backend_impl.chunk_runner(self, static, run)
 
     def project(self, x: jax.Array) -> jax.Array:
         """After a full step: clamp limited activations to actrange, as MuJoCo's mj_advance does."""
@@ -488,4 +488,4 @@ class MjScene:
 
     def __repr__(self) -> str:
         return (f"MjScene(nq={self.nq}, nv={self.nv}, nu={self.nu}, na={self.na}, states={len(self.registry.names)}, "
-                f"quaternion_update={self.quaternion_update!r}, backend={self.backend!r})")
+                f"quaternion_update={self.quaternion_update!r}, backend={self.backend.value!r})")

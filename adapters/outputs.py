@@ -31,6 +31,8 @@ import jax.numpy as jnp
 import mujoco
 import numpy as np
 
+from mjharness.integrators.names import OutputSemantics
+
 from .output_eval import (  # noqa: E402 - the evaluators of each kind
     OutputError,
     _contact_force,
@@ -48,7 +50,7 @@ from .output_eval import (  # noqa: E402 - the evaluators of each kind
     _no_host,
 )
 
-SEMANTICS = ("live", "sampled")
+SEMANTICS = OutputSemantics.values()
 _OBJ = mujoco.mjtObj
 
 
@@ -328,12 +330,13 @@ def split_row(specs, flat) -> dict:
     return out
 
 
-def output_attrs(s: OutputSpec, semantics: str) -> dict:
+def output_attrs(s: OutputSpec, semantics: OutputSemantics) -> dict:
     """The HDF5 attributes of ``/outputs/<name>``."""
     a: dict[str, Any]
-    a = dict(semantics=semantics, units=s.units, frame=s.frame, mujoco_field=s.field,
+    a = dict(semantics=OutputSemantics(semantics).value, units=s.units, frame=s.frame, mujoco_field=s.field,
              cost="one forward evaluation per recorded row and world (mjx.forward, or mj_forward on MuJoCo C)",
-             stage="post-step (recorded state)" if semantics == "live" else "pre-step (state before the last step)")
+             stage="post-step (recorded state)" if semantics == OutputSemantics.LIVE
+             else "pre-step (state before the last step)")
     if s.index:
         a["sensordata_columns"] = f"{s.index[0]}:{s.index[0] + s.index[1]}"
     for k, v in s.extra:

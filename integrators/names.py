@@ -33,3 +33,39 @@ class IntegratorKind(Name):
     FIXED = "fixed"
     STOCHASTIC = "stochastic"
     ADAPTIVE = "adaptive"
+
+
+# The names below are here, not in the modules that act on them, because they must be importable without JAX or
+# MuJoCo (the run spec and the CLI parser) and from ``scenes`` (which imports nothing of adapters or rollout).
+
+
+class MjxMode(Name):
+    """``load_scene(mjx=)``: apply and log the meaning-preserving substitutions MJX needs, or refuse."""
+
+    ADAPT = "adapt"
+    STRICT = "strict"
+
+
+class ContactMode(Name):
+    """``load_scene(unsupported_contacts=)``: refuse geom pairs MJX cannot collide, or exclude exactly those."""
+
+    REFUSE = "refuse"
+    EXCLUDE = "exclude"
+
+
+class BackendName(Name):
+    """A dynamics backend (``adapters.backends``), or AUTO: chosen when a run knows what it needs. The order is
+    the CLI's and the docs' (the default's candidates first)."""
+
+    AUTO = "auto"
+    MJX = "mjx"
+    MUJOCO = "mujoco"
+    WARP = "warp"
+
+
+class OutputSemantics(Name):
+    """When recorded outputs are evaluated: LIVE at the recorded state; SAMPLED at the state before the last
+    step of the sample (what ``mj_step`` leaves in mjData)."""
+
+    LIVE = "live"
+    SAMPLED = "sampled"

@@ -22,6 +22,8 @@ import json
 import mujoco
 import numpy as np
 
+from mjharness.integrators.names import ContactMode, MjxMode
+
 from .errors import SceneError
 from .mjx_support import (  # noqa: F401  (re-exported: tests read them here)
     _DIAGNOSTIC_FLAGS,
@@ -57,8 +59,8 @@ from .mjx_trace import check_mjx_trace
 __all__ = ["CODES", "MODES", "CONTACT_MODES", "check_mjx", "check_mjx_trace", "mjx_geom_pairs",
            "format_compat_log", "compat_log_to_json", "compat_log_from_json", "is_refused", "require_mjx_compatible"]
 
-MODES = ("adapt", "strict")
-CONTACT_MODES = ("refuse", "exclude")
+MODES = MjxMode.values()
+CONTACT_MODES = ContactMode.values()
 
 # Stable codes (documented in README, "MJX compatibility").
 CODES = {

@@ -7,6 +7,8 @@ from __future__ import annotations
 import mujoco
 import numpy as np
 
+from mjharness.integrators.names import ContactMode, MjxMode
+
 from .compat import CONTACT_MODES, MODES, _contacts_off, check_mjx
 from .errors import SceneError
 from .mjx_support import (
@@ -209,18 +211,19 @@ def apply(spec, model, source, *, mode="adapt", unsupported_contacts="refuse", n
     if unsupported_contacts not in CONTACT_MODES:
         raise SceneError(source, f"unsupported_contacts must be one of {CONTACT_MODES}, got {unsupported_contacts!r}",
                          codes=("SCENE_OPTION_INVALID",))
-    model, log = _apply_checks(spec, model, source, mode, unsupported_contacts == "exclude")
-    traced, trace_log = check_mjx_trace(model, source, need_sensors=need_sensors, adapt=mode == "adapt")
+    mode = MjxMode(mode)
+    model, log = _apply_checks(spec, model, source, mode, ContactMode(unsupported_contacts) is ContactMode.EXCLUDE)
+    traced, trace_log = check_mjx_trace(model, source, need_sensors=need_sensors, adapt=mode is MjxMode.ADAPT)
     if traced is not model:  # sensors switched off on the model; the spec's XML must say the same
         spec.option.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_SENSOR)
     return traced, log + trace_log
 
 
-def _apply_checks(spec, model, source, mode, exclude):
+def _apply_checks(spec, model, source, mode: MjxMode, exclude):
     entries = check_mjx(model)
     errors = [e for e in entries if e["severity"] == "error"]
     warnings = [e for e in entries if e["severity"] != "error"]
-    if mode == "strict":
+    if mode is MjxMode.STRICT:
         if errors:
             raise SceneError(source, _refusal_message(errors, [], exclude), codes=_codes(errors))
         return model, warnings

@@ -16,7 +16,7 @@ import pytest
 from backend_common import C_INTEGRATOR, OURS, worlds
 
 from mjharness.adapters import MjScene
-from mjharness.adapters.backends import ChunkRequest, host_chunk
+from mjharness.adapters.backends import ChunkRun, ChunkStatic, host_chunk
 from mjharness.integrators import RK4, RK38, STATUS_NONFINITE, SemiImplicitEuler
 from mjharness.rollout import initial_states, open_rollout, rollout
 from mjharness.scenes import load_scene
@@ -195,28 +195,30 @@ def test_outputs_of_whole_chunks_equal_the_stage_path(semantics):
                 np.testing.assert_array_equal(fast.outputs["xpos"][(k + 1) // 4 - 1, 1], d.xpos)
 
 
-def _request(integ, **kw):
-    base = dict(integ=integ, kind="fixed", dt=0.002, t0=0.0, steps=10, record_every=1, chunk=10, ctrl_mode="none",
-                params=(), carry=(("qacc_warmstart", (6,)),))
-    return ChunkRequest(**{**base, **kw})
+def _request(integ, params=(), **kw):
+    """(ChunkStatic, ChunkRun) of a 10-step run; ``params``: ((field, (B, ...) values), ...); ``kw``: static fields."""
+    base = dict(integ=integ, kind="fixed", ctrl_mode="none", ctrl_fn=None, carry=(("qacc_warmstart", (6,)),),
+                samples=10, record_every=1, batch=2, n=13, nu=0, devices=(),
+                params=tuple((name, np.shape(v)[1:]) for name, v in params))
+    return ChunkStatic(**{**base, **kw}), ChunkRun(dt=0.002, t0=0.0, steps=10, values=tuple(params))
 
 
 def test_what_keeps_the_stage_path():
     scene = _scene("box_on_plane")
-    assert host_chunk.why_not(scene, _request(SemiImplicitEuler())) == ""
-    assert "not one of MuJoCo's own schemes" in host_chunk.why_not(scene, _request(RK38()))
-    assert "not one of MuJoCo's own schemes" in host_chunk.why_not(scene, _request(_Staged()))
-    assert "ctrl function" in host_chunk.why_not(scene, _request(RK4(), ctrl_mode="callable"))
+    assert host_chunk.why_not(scene, *_request(SemiImplicitEuler())) == ""
+    assert "not one of MuJoCo's own schemes" in host_chunk.why_not(scene, *_request(RK38()))
+    assert "not one of MuJoCo's own schemes" in host_chunk.why_not(scene, *_request(_Staged()))
+    assert "ctrl function" in host_chunk.why_not(scene, *_request(RK4(), ctrl_mode="callable"))
     mass = np.ones((2, scene.model.nbody))
-    assert host_chunk.why_not(scene, _request(RK4(), params=(("body_mass", mass),))) == ""  # per-simulation fields
+    assert host_chunk.why_not(scene, *_request(RK4(), params=(("body_mass", mass),))) == ""  # per-simulation fields
     step = (("opt.timestep", np.full((2, 1), 0.01)),)
-    assert "opt.timestep" in host_chunk.why_not(scene, _request(RK4(), params=step))  # would not be the run's dt
+    assert "opt.timestep" in host_chunk.why_not(scene, *_request(RK4(), params=step))  # would not be the run's dt
     qdot = MjScene(scene.model, backend="mujoco", quaternion_update="quaternion_qdot", threads=1)
-    assert "quaternion_qdot" in host_chunk.why_not(qdot, _request(RK4()))
+    assert "quaternion_qdot" in host_chunk.why_not(qdot, *_request(RK4()))
     clock = MjScene(mujoco.MjModel.from_xml_string(
         '<mujoco><worldbody><body><freejoint/><geom size=".1"/></body></worldbody>'
         '<sensor><clock/></sensor></mujoco>'), backend="mujoco", threads=1)
-    assert "time" in host_chunk.why_not(clock, _request(SemiImplicitEuler()))
+    assert "time" in host_chunk.why_not(clock, *_request(SemiImplicitEuler()))
     r = rollout(scene, "rk4", steps=3, batch=2, progress=False, ctrl=None)
     assert r.stats["trace_cache"] == "host"
     r = rollout(scene, "rk38", steps=3, batch=2, progress=False)

@@ -15,18 +15,21 @@ Adding a backend is one module with a ``Backend`` subclass and one line in ``BAC
 
 from __future__ import annotations
 
-from .base import CAPABILITIES, Backend, BackendError, Capabilities, ChunkRequest
+from mjharness.integrators.names import BackendName
+
+from .base import CAPABILITIES, Backend, BackendError, Capabilities, ChunkRun, ChunkStatic, CtrlMode
 from .mjx import MJX
 from .mujoco_c import MUJOCO
 from .warp import WARP
 
-__all__ = ["Backend", "BackendError", "Capabilities", "CAPABILITIES", "ChunkRequest", "BACKENDS", "BACKEND_NAMES",
-           "AUTO", "get_backend", "check_name", "requested", "choose"]
+__all__ = ["Backend", "BackendError", "Capabilities", "CAPABILITIES", "ChunkStatic", "ChunkRun", "CtrlMode",
+           "BACKENDS", "BACKEND_NAMES", "BackendName", "AUTO", "get_backend", "check_name", "requested", "choose"]
 
-AUTO = "auto"
-# The table the CLI's choices, the docs and the resolution come from (order: the default's candidates first).
+AUTO = BackendName.AUTO
+# The resolution's table; the names (the CLI's choices, the docs) are BackendName's, in the same order.
 BACKENDS: dict[str, Backend] = {b.name: b for b in (MJX, MUJOCO, WARP)}
-BACKEND_NAMES = (AUTO,) + tuple(BACKENDS)
+BACKEND_NAMES = BackendName.values()
+assert BACKEND_NAMES == (AUTO,) + tuple(BACKENDS), "BackendName and BACKENDS disagree"
 
 
 def get_backend(name: str) -> Backend:
@@ -37,20 +40,21 @@ def get_backend(name: str) -> Backend:
         raise BackendError(f"backend must be one of {BACKEND_NAMES}, got {name!r}") from None
 
 
-def check_name(name) -> str:
+def check_name(name) -> BackendName:
+    """``name`` (a user's string or a member) as a ``BackendName``, or refused."""
     if name not in BACKEND_NAMES:
         raise BackendError(f"backend must be one of {BACKEND_NAMES}, got {name!r}")
-    return name
+    return BackendName(name)
 
 
-def requested(*choices: tuple[str, str]) -> str:
+def requested(*choices: tuple[str, str]) -> BackendName:
     """The backend asked for by ``choices`` ((name, who asks), ...): the explicit one, ``"auto"`` when all
     defer; two different explicit ones are refused, naming who asked for which."""
     explicit = [(check_name(name), who) for name, who in choices if name != AUTO]
     for name, who in explicit[1:]:
         if name != explicit[0][0]:
-            raise BackendError(f"{explicit[0][1]} has backend={explicit[0][0]!r} but {who} asks for {name!r}; "
-                               f"give one (or 'auto')")
+            raise BackendError(f"{explicit[0][1]} has backend={explicit[0][0].value!r} but {who} asks for "
+                               f"{name.value!r}; give one (or 'auto')")
     return explicit[0][0] if explicit else AUTO
 
 
@@ -78,7 +82,7 @@ def _platform() -> str:
     return jax.default_backend()
 
 
-def choose(requested: str, needs: dict[str, str], platform: str | None = None) -> tuple[str, str]:
+def choose(requested: str, needs: dict[str, str], platform: str | None = None) -> tuple[BackendName, str]:
     """(backend name, why) for a run asking ``requested`` that needs the capabilities ``needs``
     ({capability: what asks for it}). An explicit backend lacking a needed capability is refused here,
     once, naming both; ``"auto"`` takes MJX on an accelerator and MuJoCo C on CPU unless a need is MJX-only."""
@@ -86,7 +90,7 @@ def choose(requested: str, needs: dict[str, str], platform: str | None = None) -
         backend = get_backend(requested)
         for cap, what in needs.items():
             backend.require(cap, what)
-        return requested, "asked for"
+        return backend.name, "asked for"
     platform = platform or _platform()
     if platform != "cpu":
         return MJX.name, f"auto: MJX on the {platform} device"

@@ -7,6 +7,7 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 from mjharness.integrators import ContractError
+from mjharness.integrators.names import BackendName, IntegratorKind, Name, OutputSemantics
 
 if TYPE_CHECKING:
     import mujoco
@@ -28,38 +29,81 @@ CAPABILITIES = {
 }
 
 
+class CtrlMode(Name):
+    """What gives a run's controls: NONE (the scene's ``data.ctrl``), ARRAY (per-step controls), CALLABLE (a
+    function of (t, x) at every step) or CONTROLLER (a controller with state, ``rollout/engine/episodes.py``)."""
+
+    NONE = "none"
+    ARRAY = "array"
+    CALLABLE = "callable"
+    CONTROLLER = "controller"
+
+
 @dataclass(frozen=True)
-class ChunkRequest:
-    """What a run asks of each chunk, for a backend that may run whole chunks itself (``Backend.chunk_runner``).
+class ChunkStatic:
+    """What a chunk of a run depends on besides array shapes and the run's values: the key of the engine's
+    compiled chunk function (``rollout/engine/chunk.py``), and what a backend running whole chunks itself is
+    handed (``Backend.chunk_runner``, with a ``ChunkRun``).
 
     Attributes:
-        integ: the integrator object.
-        kind: "fixed" | "stochastic" | "adaptive".
+        integ: the integrator object; kind: its kind ("fixed" | "stochastic" | "adaptive").
+        ctrl_mode: what gives the controls; ctrl_fn: the control function (CALLABLE) or None.
+        params: ((field, per-world shape), ...) model fields set per world (MjModel names, ``opt.<name>``).
+        carry: ((name, shape), ...) carried between steps, in file order; () = nothing carried.
+        samples: recorded samples per chunk; record_every: steps per recorded sample.
+        batch: worlds (the compiled chunk's: padded to a multiple of the device count); n: state size; nu: controls.
+        devices: the devices the batch is sharded over.
+        outputs: adapters.outputs.OutputSpec rows; () = none (the chunk is as without outputs).
+        semantics: when the outputs are evaluated.
+        remat_step: jax.checkpoint each step too (simulate): reverse mode keeps states, not MJX data.
+        episodes: the closed loop (``rollout.engine.episodes.EpisodePlan``: a controller with state / a
+            termination rule), or None.
+    """
+
+    integ: Any
+    kind: IntegratorKind
+    ctrl_mode: CtrlMode
+    ctrl_fn: Any
+    params: tuple
+    carry: tuple
+    samples: int
+    record_every: int
+    batch: int
+    n: int
+    nu: int
+    devices: tuple
+    outputs: tuple = ()
+    semantics: OutputSemantics = OutputSemantics.LIVE
+    remat_step: bool = False
+    episodes: Any = None
+
+    @property
+    def chunk(self) -> int:
+        """Steps per chunk."""
+        return self.samples * self.record_every
+
+    @property
+    def closed_loop(self) -> bool:
+        """A termination rule or a controller with state runs between steps."""
+        return self.episodes is not None
+
+
+@dataclass(frozen=True)
+class ChunkRun:
+    """What a backend running whole chunks itself needs beyond the ``ChunkStatic``: the run's values.
+
+    Attributes:
         dt: the step; t0: time of step 0; steps: total steps of the run.
-        record_every: steps per recorded sample; chunk: steps per chunk (a multiple of record_every).
-        ctrl_mode: "none" | "array" | "callable" | "controller".
-        params: ((field, (B, ...) values), ...) model fields set per world (MjModel names, ``opt.<name>``).
-        carry: ((name, shape), ...) carried between steps.
-        outputs: adapters.outputs.OutputSpec rows; semantics: "live" | "sampled".
-        closed_loop: a termination rule or a controller with state runs between steps.
+        values: ((field, (B, ...) values), ...) the per-world model fields of ``ChunkStatic.params``.
         loop: the run's closed loop on whole-batch host arrays (``rollout.engine.host_loop.HostLoop``), for a
             backend that steps whole segments itself and runs the loop between them; None without one.
     """
 
-    integ: object
-    kind: str
     dt: float
     t0: float
     steps: int
-    record_every: int
-    chunk: int
-    ctrl_mode: str
-    params: tuple
-    carry: tuple
-    outputs: tuple = ()
-    semantics: str = "live"
-    closed_loop: bool = False
-    loop: object = None
+    values: tuple = ()
+    loop: Any = None
 
 
 class BackendError(ContractError):
@@ -107,7 +151,7 @@ def check_naconmax(naconmax, name: str, owner: bool) -> None:
     if naconmax is not None and not (owner and isinstance(naconmax, int) and not isinstance(naconmax, bool)
                                      and naconmax >= 1):
         raise BackendError(f"naconmax= is a positive int for backend='warp' only; got {naconmax!r} with "
-                           f"backend={name!r}")
+                           f"backend={str(name)!r}")
 
 
 def warmstart(carry: dict | None) -> Any:
@@ -123,7 +167,7 @@ class Backend:
     as ``scene.backend_state`` without looking inside; the hooks read that object and the scene's public
     attributes only."""
 
-    name: str = ""
+    name: BackendName
     caps: Capabilities
     summary: str = ""
     unroll_stages: bool = False  # MjScene.unroll_stages: a stage is cheap to trace (a host call)
@@ -131,14 +175,14 @@ class Backend:
     def require(self, cap: str, what: str) -> None:
         """Refuse ``what`` (a user request) when this backend lacks capability ``cap``."""
         if not self.caps.has(cap):
-            alt = "backend='mjx'" if self.name != "mjx" else "another backend"
-            raise BackendError(f"{what} needs {CAPABILITIES[cap]}, which backend={self.name!r} does not have: "
+            alt = f"backend='{BackendName.MJX}'" if self.name != BackendName.MJX else "another backend"
+            raise BackendError(f"{what} needs {CAPABILITIES[cap]}, which backend={self.name.value!r} does not have: "
                                f"use {alt}")
 
     def check_options(self, *, threads: int | None, naconmax: int | None) -> None:
         """Backend-specific constructor options (``threads`` for MuJoCo C, ``naconmax`` for warp)."""
         if threads is not None:
-            raise BackendError(f"threads= applies to backend='mujoco' only (backend is {self.name!r})")
+            raise BackendError(f"threads= applies to backend='mujoco' only (backend is {self.name.value!r})")
         check_naconmax(naconmax, self.name, owner=False)
 
     # -- hooks (MjScene calls these) --
@@ -191,10 +235,10 @@ class Backend:
         """{name: value} of the recorded outputs ``specs`` (``adapters.outputs.OutputSpec``) of one world."""
         raise NotImplementedError
 
-    def chunk_runner(self, scene: Any, request: ChunkRequest, batch: int) -> Callable | None:
-        """A host function running whole chunks of ``request`` for ``batch`` worlds, or None: the engine's
-        compiled chunk (``rollout/engine/chunk.py``) then calls this backend stage by stage. The function is
-        ``run(x, carry, status, status_step, k0, ctrl) -> HostChunk`` (``backends/host_chunk.py``)."""
+    def chunk_runner(self, scene: Any, static: ChunkStatic, run: ChunkRun) -> Callable | None:
+        """A host function running whole chunks of ``static`` and ``run`` for ``static.batch`` worlds, or None: the
+        engine's compiled chunk (``rollout/engine/chunk.py``) then calls this backend stage by stage. The function
+        is ``run(x, carry, status, status_step, k0, ctrl) -> HostChunk`` (``backends/host_chunk.py``)."""
         return None
 
     def cast_input(self, x: Array, dtype: Any) -> Array:
@@ -206,4 +250,4 @@ class Backend:
         raise NotImplementedError
 
     def __repr__(self) -> str:
-        return f"<backend {self.name!r}>"
+        return f"<backend {self.name.value!r}>"

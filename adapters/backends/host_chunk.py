@@ -39,6 +39,9 @@ from mujoco.batch import MODEL_FIELDS, Batch
 
 from mjharness.integrators import RK4, STATUS_NONFINITE, STATUS_NONFINITE_CTRL, ImplicitFast, SemiImplicitEuler
 from mjharness.integrators import tableaux as _tb
+from mjharness.integrators.names import IntegratorKind, OutputSemantics
+
+from .base import ChunkRun, ChunkStatic, CtrlMode
 
 _S = mujoco.mjtState
 _I = mujoco.mjtIntegrator
@@ -91,26 +94,27 @@ def _model_reason(m: mujoco.MjModel) -> str:
     return ""
 
 
-def why_not(scene, req) -> str:
-    """'' when ``req`` (a ``base.ChunkRequest``) on ``scene`` can run whole chunks in C, else the first reason."""
-    loop = req.loop
+def why_not(scene, st: ChunkStatic, run: ChunkRun) -> str:
+    """'' when the chunks of ``st`` and ``run`` on ``scene`` can run whole in C, else the first reason."""
+    loop = run.loop
     loop_names = {name for name, _ in loop.ep.carry_spec()} if loop is not None else set()
     reasons = (
-        (scheme_of(req.integ) is None, f"{type(req.integ).__name__} is not one of MuJoCo's own schemes"),
-        (req.kind != "fixed", f"a {req.kind} integrator"),
+        (scheme_of(st.integ) is None, f"{type(st.integ).__name__} is not one of MuJoCo's own schemes"),
+        (st.kind != IntegratorKind.FIXED, f"a {st.kind} integrator"),
         (scene.quaternion_update != "quaternion", "quaternion_update='quaternion_qdot' is not MuJoCo's update"),
-        (req.ctrl_mode not in ("none", "array") and not (req.ctrl_mode == "controller" and loop is not None),
+        (st.ctrl_mode not in (CtrlMode.NONE, CtrlMode.ARRAY)
+         and not (st.ctrl_mode == CtrlMode.CONTROLLER and loop is not None),
          "a ctrl function computes the controls at every step"),
-        (req.closed_loop and loop is None, "a termination rule runs between steps"),
+        (st.closed_loop and loop is None, "a termination rule runs between steps"),
         (loop is not None and loop.ep.sensors, "the closed loop reads sensordata"),
-        (loop is not None and bool(req.outputs), "outputs are recorded beside a closed loop"),
-        (bool(_unexpandable(req.params)), f"per-world model fields {_unexpandable(req.params)} that mj_step cannot "
+        (loop is not None and bool(st.outputs), "outputs are recorded beside a closed loop"),
+        (bool(_unexpandable(run.values)), f"per-world model fields {_unexpandable(run.values)} that mj_step cannot "
                                           f"take per simulation"),
         (bool(scene.needs()) or scene.layout.size != scene.nq + scene.nv + scene.na,
          "extra states or noise need JAX at every stage"),
-        (tuple(name for name, _ in req.carry if name not in loop_names) != ("qacc_warmstart",),
-         f"the carry is {req.carry}"),
-        (any(o.fn is not None for o in req.outputs), "an output function"),
+        (tuple(name for name, _ in st.carry if name not in loop_names) != ("qacc_warmstart",),
+         f"the carry is {st.carry}"),
+        (any(o.fn is not None for o in st.outputs), "an output function"),
     )
     why = next((text for bad, text in reasons if bad), "")
     return why or _model_reason(scene.model)
@@ -225,48 +229,48 @@ class ChunkRunner:
     ``Batch`` of B simulations with the scene's pool's thread count (the caller's thread included) for the
     run's lifetime."""
 
-    def __init__(self, scene, req, batch: int):
+    def __init__(self, scene, st: ChunkStatic, run: ChunkRun):
         from ..outputs import needs_rne
         from .host import HostOutputs
 
-        pool, scheme = scene.backend_state.pool, scheme_of(req.integ)
+        pool, scheme, batch = scene.backend_state.pool, scheme_of(st.integ), st.batch
         assert scheme is not None  # why_not refused the integrators MuJoCo has no scheme of
         self.pool = pool
-        self.m, self.batch, self.row0, self.fields = _stepper(scene, scheme.integrator, float(req.dt), batch,
-                                                              req.params)
+        self.m, self.batch, self.row0, self.fields = _stepper(scene, scheme.integrator, float(run.dt), batch,
+                                                              run.values)
         # (worlds, steps) -> record buffer, reused by the run's chunks and the scene's next runs: a fresh 100 MB
         # buffer costs its page faults at every write (measured ~5 % of a humanoid Euler run of 200 steps).
         self.buffers = scene.backend_state.fns.setdefault("chunk_records", {})
-        self.req, self.B = req, batch
+        self.st, self.run, self.B = st, run, batch
         self.nq, self.nv, self.na = self.m.nq, self.m.nv, self.m.na
         self.n = self.nq + self.nv + self.na
         if mujoco.mj_stateSize(self.m, REC) != self.n + self.nv:
             raise RuntimeError(f"mujoco {mujoco.__version__} packs mjSTATE rows differently than host_chunk expects")
         self.ctrl0 = np.array(scene.data.ctrl, np.float64)
-        self.loop = _WorldLoop(self.m, self.row0, scheme.advance, self.batch if req.params else None)
+        self.loop = _WorldLoop(self.m, self.row0, scheme.advance, self.batch if run.values else None)
         # Outputs read off each world's own fields, flat per world as the stage path hands them over.
-        layout = tuple((name, int(np.prod(np.shape(v)[1:], dtype=np.int64))) for name, v in req.params) or None
+        layout = tuple((name, int(np.prod(np.shape(v)[1:], dtype=np.int64))) for name, v in run.values) or None
         self.flat_params = None if layout is None else np.concatenate(
-            [np.asarray(v, np.float64).reshape(batch, -1) for _, v in req.params], axis=1)
-        self.outputs = HostOutputs(pool, req.outputs, needs_rne(req.outputs), layout) if req.outputs else None
+            [np.asarray(v, np.float64).reshape(batch, -1) for _, v in run.values], axis=1)
+        self.outputs = HostOutputs(pool, st.outputs, needs_rne(st.outputs), layout) if st.outputs else None
 
     def __call__(self, x, carry, status, status_step, k0: int, ctrl=None, dest=None,
                  carries: bool = True) -> HostChunk:
         """``dest``: where the chunk's recorded states go, (S, B, n) (e.g. the run's in-memory trajectory: written
         once, in place; None: a new array); ``carries=False``: the warm start after each sample is not kept (only
         the chunk's last), when nothing records it."""
-        req = self.req
-        R, S = req.record_every, req.chunk // req.record_every
-        nstep = max(0, min(req.chunk, req.steps - k0))  # steps past ``steps`` (the last chunk's tail) do not run
+        st, run = self.st, self.run
+        R, S = st.record_every, st.samples
+        nstep = max(0, min(st.chunk, run.steps - k0))  # steps past ``steps`` (the last chunk's tail) do not run
         x, ws = np.array(x, np.float64), np.array(carry["qacc_warmstart"], np.float64)
         status, status_step = np.array(status, np.int8), np.array(status_step, np.int64)
         u = None if ctrl is None else np.asarray(ctrl, np.float64)
         live = np.flatnonzero(status == 0)
-        rows = _Rows(x, ws, S, status != 0, keep_pre=req.semantics == "sampled" and bool(req.outputs), dest=dest,
-                     carries=carries or bool(req.outputs), pool=self.pool)
+        rows = _Rows(x, ws, S, status != 0, keep_pre=st.semantics == OutputSemantics.SAMPLED and bool(st.outputs),
+                     dest=dest, carries=carries or bool(st.outputs), pool=self.pool)
         self._load(live, k0, x, ws)
         for w in self._run_groups(live, nstep, R, u, rows, REC if rows.wss is not None else REC_X):
-            self.loop.load(req.t0 + k0 * req.dt, x[w], ws[w], self.ctrl0, w)
+            self.loop.load(run.t0 + k0 * run.dt, x[w], ws[w], self.ctrl0, w)
             rec, failed, code = self.loop.run(None if u is None else u[w], nstep, k0)
             rows.put(np.array([w]), rec[None], 0, R, None)
             if failed >= 0:
@@ -280,7 +284,7 @@ class ChunkRunner:
         f, nq, nv, sel = self.fields, self.nq, self.nv, _sel(live, self.B)
         # Whole rows first: a world mj_step reset last time (mj_resetData) lost the scene's applied forces.
         self.batch.state[sel] = self.row0
-        f["time"][sel] = self.req.t0 + k0 * self.req.dt
+        f["time"][sel] = self.run.t0 + k0 * self.run.dt
         f["qpos"][sel] = x[sel, :nq]
         f["qvel"][sel] = x[sel, nq:nq + nv]
         f["act"][sel] = x[sel, nq + nv:self.n]
@@ -332,15 +336,15 @@ class ChunkRunner:
 
     def _outputs(self, rows, k0, valid, u) -> dict:
         """Recorded outputs of the ``valid`` samples (later rows NaN: past ``steps``, never written)."""
-        req, R, B = self.req, self.req.record_every, self.B
+        st, run, R, B = self.st, self.run, self.st.record_every, self.B
         S = rows.xs.shape[0]
-        out = {o.name: np.full((S, B) + tuple(o.shape), np.nan) for o in req.outputs}
+        out = {o.name: np.full((S, B) + tuple(o.shape), np.nan) for o in st.outputs}
         if not valid:
             return out
         ends = k0 + (np.arange(valid) + 1) * R  # global index after each sample's last step
-        sampled = req.semantics == "sampled"
+        sampled = st.semantics == OutputSemantics.SAMPLED
         xs, wss = (rows.pre, rows.pre_ws) if sampled else (rows.xs, rows.wss)
-        t = req.t0 + (ends - 1 if sampled else ends) * req.dt
+        t = run.t0 + (ends - 1 if sampled else ends) * run.dt
         # The controls an output sees: the sample's last step's (as the compiled chunk's ``_ctrl_at``).
         uu = (np.broadcast_to(self.ctrl0, (valid, B, self.m.nu)) if u is None
               else np.swapaxes(u[:, (np.arange(valid) + 1) * R - 1], 0, 1))
@@ -348,7 +352,7 @@ class ChunkRunner:
         assert self.outputs is not None  # made whenever the run records outputs
         flat = self.outputs.evaluate(np.broadcast_to(t[:, None], (valid, B)), xs[:valid], uu, wss[:valid], p)
         o = 0
-        for spec in req.outputs:
+        for spec in st.outputs:
             w = int(np.prod(spec.shape, dtype=np.int64))
             out[spec.name][:valid] = flat[..., o:o + w].reshape((valid, B) + tuple(spec.shape))
             o += w

@@ -3,7 +3,7 @@
 A run with a ``Controller(every=k)`` and/or a termination rule, stepping one of MuJoCo's own schemes, needs
 nothing from JAX between the moments something is due. The chunk is therefore cut into segments: every live
 world advances to the next due moment (a controller call, a rule check, a recorded sample) in one
-``Batch.rollout`` call with its controls held, then the run's closed loop (``req.loop``, the engine's
+``Batch.rollout`` call with its controls held, then the run's closed loop (``run.loop``, the engine's
 ``rollout.engine.host_loop.HostLoop``: resets, the controller, the rule, each only for the worlds due) runs on
 the host for the whole batch. A world mj_step warned about in a segment is re-run step by step from the
 segment's start with the engine's freezing rule (``host_chunk._WorldLoop``), as in open-loop whole chunks.
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .base import CtrlMode
 from .host_chunk import REC, ChunkRunner, HostChunk, _sel
 
 CTRL = "ctrl"  # the loop's applied controls in the carry (rollout.engine.episodes.CTRL)
@@ -26,9 +27,9 @@ class ClosedLoopRunner(ChunkRunner):
 
     def __call__(self, x, carry, status, status_step, k0: int, ctrl=None, dest=None,
                  carries: bool = True) -> HostChunk:
-        req, episodes, B, n = self.req, self.req.loop, self.B, self.n  # (self.loop: the step-by-step fallback)
-        R, S = req.record_every, req.chunk // req.record_every
-        nstep = max(0, min(req.chunk, req.steps - k0))
+        st, episodes, B, n = self.st, self.run.loop, self.B, self.n  # (self.loop: the step-by-step fallback)
+        R, S = st.record_every, st.samples
+        nstep = max(0, min(st.chunk, self.run.steps - k0))
         x = np.array(x, np.float64)
         carry = {name: np.array(v) for name, v in carry.items()}
         status, status_step = np.array(status, np.int8), np.array(status_step, np.int64)
@@ -61,17 +62,17 @@ class ClosedLoopRunner(ChunkRunner):
         return HostChunk(x=x, carry=carry, status=status, status_step=status_step, xs=xs, carries=cs, outputs={})
 
     def _held(self, carry: dict) -> np.ndarray:
-        return carry[CTRL] if CTRL in carry and self.req.ctrl_mode == "controller" else \
+        return carry[CTRL] if CTRL in carry and self.st.ctrl_mode == CtrlMode.CONTROLLER else \
             np.broadcast_to(self.ctrl0, (self.B, self.ctrl0.size))
 
     def _segment(self, ids, k, g, x, carry, x_pre, carry_pre, status, status_step, u):
         """Step the worlds ``ids`` ``g`` steps from step ``k`` (controls held, or ``u`` (B, g, nu) per step).
         ``x_pre``/``carry_pre``: the state and carry before ``begin``, where a world failing at step ``k`` stays."""
-        f, sel, req, nq, nv, n = self.fields, _sel(ids, self.B), self.req, self.nq, self.nv, self.n
+        f, sel, run, nq, nv, n = self.fields, _sel(ids, self.B), self.run, self.nq, self.nv, self.n
         held = self._held(carry)
         ws0 = carry["qacc_warmstart"]
         self.batch.state[sel] = self.row0  # whole rows first: a world mj_step reset last time lost its forces
-        f["time"][sel] = req.t0 + k * req.dt
+        f["time"][sel] = run.t0 + k * run.dt
         f["qpos"][sel], f["qvel"][sel], f["act"][sel] = x[sel, :nq], x[sel, nq:nq + nv], x[sel, nq + nv:n]
         f["qacc_warmstart"][sel], f["ctrl"][sel] = ws0[sel], held[sel]
         warn = self.batch.warning
@@ -84,7 +85,7 @@ class ClosedLoopRunner(ChunkRunner):
         x_new[sel], ws[sel] = rec[:, -1, :n], rec[:, -1, n:]
         carry = {**carry, "qacc_warmstart": ws}
         for w in bad:  # re-run from the segment's start, frozen at the engine's rule
-            self.loop.load(req.t0 + k * req.dt, x[w], ws0[w], held[w], w)
+            self.loop.load(run.t0 + k * run.dt, x[w], ws0[w], held[w], w)
             rows, failed, code = self.loop.run(None if u is None else u[w], g, k)
             x_new[w], ws[w] = rows[-1, :n], rows[-1, n:]
             if failed < 0:

@@ -11,6 +11,7 @@ import numpy as np
 from mujoco import mjx
 
 from mjharness.integrators.digest import tree_digest
+from mjharness.integrators.names import BackendName
 from mjharness.scenes import SceneError, compat, load_scene, scene_info
 
 from .base import Backend, Capabilities, warmstart
@@ -26,7 +27,7 @@ class MjxState:
 
 
 class MjxBackend(Backend):
-    name = "mjx"
+    name = BackendName.MJX
     summary = "MJX (JAX): differentiable, per-world parameters; the GPU/TPU path"
     caps = Capabilities(mjx_data=True, differentiable=True, per_world_params=True, extra_states=True,
                         body_noise=True, joint_noise=True, outputs=True, callable_outputs=True, float64=True)

@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from mjharness.integrators.names import BackendName
 from mjharness.scenes import load_native
 
 from . import host as _host
@@ -35,7 +36,7 @@ class HostState:
 
 
 class MujocoBackend(Backend):
-    name = "mujoco"
+    name = BackendName.MUJOCO
     summary = "MuJoCo C on CPU threads: runs models MJX refuses; the fastest on CPU; not differentiable"
     caps = Capabilities(mjx_data=False, differentiable=False, per_world_params=True, extra_states=False,
                         body_noise=False, joint_noise=True, outputs=True, callable_outputs=False, float64=True,
@@ -130,15 +131,15 @@ class MujocoBackend(Backend):
     def _flat(fields: dict, dtype):
         return jnp.concatenate([jnp.reshape(jnp.asarray(v, dtype), (-1,)) for v in fields.values()])
 
-    def chunk_runner(self, scene, request, batch):
+    def chunk_runner(self, scene, static, run):
         # MuJoCo's own scheme and nothing per stage in JAX: one batched mj_step call per chunk (host_chunk.py).
-        if _host_chunk.why_not(scene, request):
+        if _host_chunk.why_not(scene, static, run):
             return None
-        if request.loop is not None:  # a closed loop between whole segments of steps (host_closed.py)
+        if run.loop is not None:  # a closed loop between whole segments of steps (host_closed.py)
             from .host_closed import ClosedLoopRunner
 
-            return ClosedLoopRunner(scene, request, batch)
-        return _host_chunk.ChunkRunner(scene, request, batch)
+            return ClosedLoopRunner(scene, static, run)
+        return _host_chunk.ChunkRunner(scene, static, run)
 
     def digest(self, h, scene):
         # The host evaluation reads the scene's data (applied forces, mocap) copied into its pool.

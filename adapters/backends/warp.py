@@ -7,6 +7,7 @@ import functools
 import jax
 from mujoco import mjx
 
+from mjharness.integrators.names import BackendName
 from mjharness.scenes import SceneError
 
 from .base import BackendError, Capabilities, check_naconmax
@@ -40,14 +41,14 @@ def _warp_no_jvp(primals, tangents):
 
 
 class WarpBackend(MjxBackend):
-    name = "warp"
+    name = BackendName.WARP
     summary = "MJX impl='warp' (MuJoCo Warp kernels, float32; needs mjharness[warp])"
     caps = Capabilities(mjx_data=True, differentiable=False, per_world_params=True, extra_states=True,
                         body_noise=True, joint_noise=True, outputs=True, callable_outputs=True, float64=False)
 
     def check_options(self, *, threads, naconmax):
         if threads is not None:
-            raise BackendError(f"threads= applies to backend='mujoco' only (backend is {self.name!r})")
+            raise BackendError(f"threads= applies to backend='mujoco' only (backend is {self.name.value!r})")
         check_naconmax(naconmax, self.name, owner=True)
 
     def put_model(self, model, source, opts):

@@ -5,25 +5,37 @@ from __future__ import annotations
 
 import os
 import tempfile
+from typing import TypedDict
 
-# The run spec's copies of the allowed values (it loads neither JAX nor MuJoCo; tests/test_spec_options.py checks
-# them against the tables of the modules that use them).
-from mjharness.rollout.engine.spec import AUTO, BACKEND_NAMES, MJX_MODES, QUATERNION_UPDATES
+# The run spec's allowed values (it loads neither JAX nor MuJoCo: the enums of integrators/names.py, and copies that
+# tests/test_spec_options.py checks against the tables of the modules that use them).
+from mjharness.integrators.names import BackendName
+from mjharness.rollout.engine.spec import AUTO, BACKEND_NAMES, CONTACT_MODES, MJX_MODES, QUATERNION_UPDATES
 
-__all__ = ["AUTO", "BACKEND_NAMES", "MJX_MODES", "QUATERNION_UPDATES", "BACKEND_SUMMARIES", "DEFAULT_SCENE"]
+__all__ = ["AUTO", "BACKEND_NAMES", "CONTACT_MODES", "MJX_MODES", "QUATERNION_UPDATES", "BACKEND_SUMMARIES",
+           "DEFAULT_SCENE"]
 
 DEFAULT_SCENE = "box_on_plane"
 
 # The backends' one-line summaries as ``mjharness.adapters.backends.BACKENDS`` declares them, copied here so that
 # building the parser imports no JAX (tests/test_cli_second_hour.py checks that the two agree).
 BACKEND_SUMMARIES = {
-    "mjx": "MJX (JAX): differentiable, per-world parameters; the GPU/TPU path",
-    "mujoco": "MuJoCo C on CPU threads: runs models MJX refuses; the fastest on CPU; not differentiable",
-    "warp": "MJX impl='warp' (MuJoCo Warp kernels, float32; needs mjharness[warp])",
+    BackendName.MJX.value: "MJX (JAX): differentiable, per-world parameters; the GPU/TPU path",
+    BackendName.MUJOCO.value: "MuJoCo C on CPU threads: runs models MJX refuses; the fastest on CPU; "
+                              "not differentiable",
+    BackendName.WARP.value: "MJX impl='warp' (MuJoCo Warp kernels, float32; needs mjharness[warp])",
 }
 # mjharness.rollout.rendering's defaults, copied for the same reason (it imports MuJoCo; the test checks them).
-RENDER_DEFAULTS = dict(size=(640, 480), fps=30.0, sheet_times=4, layouts=("grid", "overlay"),
-                       outputs=(".mp4", ".gif", ".png"))
+class RenderDefaults(TypedDict):
+    size: tuple[int, int]
+    fps: float
+    sheet_times: int
+    layouts: tuple[str, ...]
+    outputs: tuple[str, ...]
+
+
+RENDER_DEFAULTS = RenderDefaults(size=(640, 480), fps=30.0, sheet_times=4, layouts=("grid", "overlay"),
+                                 outputs=(".mp4", ".gif", ".png"))
 
 
 def scene_label(scene) -> str:

@@ -20,7 +20,7 @@ import functools
 import json
 from typing import TYPE_CHECKING
 
-from .common import DEFAULT_SCENE, MJX_MODES, QUATERNION_UPDATES, print_layout, scene_label
+from .common import AUTO, CONTACT_MODES, DEFAULT_SCENE, MJX_MODES, QUATERNION_UPDATES, print_layout, scene_label
 
 if TYPE_CHECKING:  # MuJoCo loads when the command runs, not with the parser (mjharness --help stays light)
     import mujoco
@@ -35,10 +35,10 @@ def add_parser(sub) -> None:
                                    "refuse it.")
     p.add_argument("scene", nargs="?", default=DEFAULT_SCENE)
     p.add_argument("--json", action="store_true", help="print the same as one JSON object")
-    p.add_argument("--mjx", choices=MJX_MODES, default="adapt",
+    p.add_argument("--mjx", choices=MJX_MODES, default=MJX_MODES[0],
                    help="as for run: adapt (apply and log MJX substitutions) or strict (refuse what MJX refuses)")
-    p.add_argument("--backend", default="auto", help="as for run (default auto)")
-    p.add_argument("--unsupported-contacts", choices=("refuse", "exclude"), default="refuse",
+    p.add_argument("--backend", default=AUTO, help="as for run (default auto)")
+    p.add_argument("--unsupported-contacts", choices=CONTACT_MODES, default=CONTACT_MODES[0],
                    help="as for run: exclude drops exactly the geom pairs MJX cannot collide")
     p.add_argument("--quaternion-update", choices=QUATERNION_UPDATES, default="quaternion")
     p.add_argument("--measure", action="store_true",

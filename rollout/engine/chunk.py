@@ -16,13 +16,13 @@ carry; ``status_step`` is the global index of that step.
 from __future__ import annotations
 
 import weakref
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from mjharness.adapters.backends.base import ChunkStatic  # the chunk's static part, as backends are handed it
 from mjharness.adapters.contacts import WORLD_AXIS
 from mjharness.integrators import STATUS_NONFINITE, STATUS_NONFINITE_CTRL, IntegratorKind
 from mjharness.integrators.prng import step_key
@@ -65,28 +65,6 @@ class ChunkOutput(NamedTuple):
 
 for _t in (WorldState, StepConstants, ChunkInput, ChunkOutput):  # so jax.export can (de)serialize them
     jax.export.register_namedtuple_serialization(_t, serialized_name=f"mjharness.engine.{_t.__name__}")
-
-
-@dataclass(frozen=True)
-class ChunkStatic:
-    """What a compiled chunk function depends on besides array shapes."""
-
-    integ: object
-    kind: IntegratorKind
-    ctrl_mode: str           # "none" | "array" | "callable" | "controller"
-    ctrl_fn: object
-    params: tuple            # ((field, shape), ...) batched model fields
-    carry: tuple             # ((name, shape), ...) in file order; () = nothing carried
-    samples: int             # per chunk
-    record_every: int
-    batch: int               # padded batch
-    n: int
-    nu: int
-    devices: tuple
-    outputs: tuple = ()      # adapters.outputs.OutputSpec rows; () = none (the chunk is as without outputs)
-    semantics: str = "live"  # "live" | "sampled"
-    remat_step: bool = False # jax.checkpoint each step too (simulate): reverse mode keeps states, not MJX data
-    episodes: object = None  # episodes.EpisodePlan: a controller with state / termination rule, or None
 
 
 def world_scene(scene, names, params):

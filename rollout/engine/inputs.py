@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import mujoco
 import numpy as np
 
+from mjharness.adapters.backends import CtrlMode
 from mjharness.integrators import StateLayout
 from mjharness.integrators.contracts import integrator_carry_spec, scene_carry_spec
 
@@ -156,10 +157,10 @@ def check_ctrl(scene, ctrl, B: int, steps: int, n: int, *, shared: bool = False)
     if shared:
         return _traced_ctrl(scene, ctrl, B, steps)
     if ctrl is None:
-        return "none", None, None
+        return CtrlMode.NONE, None, None
     nu = nu_of(scene)
     if isinstance(ctrl, Controller):
-        return "controller", None, ctrl  # checked with the initial states (check_episodes)
+        return CtrlMode.CONTROLLER, None, ctrl  # checked with the initial states (check_episodes)
     if callable(ctrl):
         if nu == 0:
             raise RolloutError("ctrl is a callable but the scene has no actuators (nu=0)")
@@ -173,7 +174,7 @@ def check_ctrl(scene, ctrl, B: int, steps: int, n: int, *, shared: bool = False)
                                f"{e}") from e
         if tuple(out.shape) != (nu,):
             raise RolloutError(f"{form} must return shape ({nu},) (nu={nu}), returned {tuple(out.shape)}")
-        return "callable", None, ctrl
+        return CtrlMode.CALLABLE, None, ctrl
     arr = numeric_array("ctrl", ctrl)
     if nu == 0:
         raise RolloutError(f"ctrl array of shape {arr.shape} given, but the scene has no actuators (nu=0)")
@@ -181,7 +182,7 @@ def check_ctrl(scene, ctrl, B: int, steps: int, n: int, *, shared: bool = False)
         raise RolloutError(f"ctrl array must have shape (batch, steps, nu) = {(B, steps, nu)}, got {arr.shape}")
     if not np.all(np.isfinite(arr)):
         raise RolloutError("ctrl array holds non-finite values")
-    return "array", arr, None
+    return CtrlMode.ARRAY, arr, None
 
 
 def check_out(out, overwrite: bool):
@@ -224,18 +225,18 @@ def _traced_ctrl(scene, ctrl, B: int, steps: int):
         raise RolloutError("simulate takes ctrl=None, an array or a ctrl(t, x) function; a Controller (state carried "
                            "between steps, terminations, episodes) runs in rollout(...)")
     if ctrl is None:
-        return "none", None, None
+        return CtrlMode.NONE, None, None
     nu = nu_of(scene)
     if nu == 0:
         raise RolloutError("ctrl given, but the scene has no actuators (nu=0)")
     if callable(ctrl):
-        return "callable", None, ctrl
+        return CtrlMode.CALLABLE, None, ctrl
     shape = tuple(jnp.shape(ctrl))
     if shape == (steps, nu):
         ctrl = jnp.broadcast_to(jnp.asarray(ctrl, jnp.float64), (B, steps, nu))
     elif shape != (B, steps, nu):
         raise RolloutError(f"ctrl must have shape (batch, steps, nu) = {(B, steps, nu)} or (steps, nu), got {shape}")
-    return "array", jnp.asarray(ctrl, jnp.float64), None
+    return CtrlMode.ARRAY, jnp.asarray(ctrl, jnp.float64), None
 
 
 def numeric_array(name: str, v) -> np.ndarray:

@@ -13,12 +13,13 @@ from __future__ import annotations
 import dataclasses
 import warnings
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mjharness.adapters.backends import AUTO, requested
+from mjharness.adapters.backends import AUTO, CtrlMode, requested
 from mjharness.integrators import ContractError, check_pair
+from mjharness.integrators.names import IntegratorKind, OutputSemantics
 
 from .. import h5
 from ..errors import RolloutError
@@ -46,6 +47,9 @@ from .scene_view import SceneView
 from .spec import RESUME_MUST_MATCH, RunSpec, attr_values, check_spec, file_settings
 from .world_params import check_resumed_randomize, draw_params
 
+if TYPE_CHECKING:
+    from .arguments import IntegratorLike, SceneLike
+
 __all__ = ["Plan", "PhysicsPlan", "StartPlan", "ParamsPlan", "ControlPlan", "CarryPlan", "LoopPlan", "RecordPlan",
            "make_plan", "resolve_scene", "resolve_run_scene", "initial_states", "integrator_config", "run_needs",
            "needs_sensors", "check_model_params", "check_ctrl", "check_x0", "check_carry", "check_out",
@@ -63,7 +67,7 @@ class PhysicsPlan:
 
     scene: Any              # the resolved scene (an MjScene on its backend, a System, a user's model)
     integ: Any              # the integrator object
-    kind: str               # its kind (integrators.check_pair)
+    kind: IntegratorKind    # its kind (integrators.check_pair)
     dt: float
     view: SceneView         # the scene's features the engine reads, read once
     backend_reason: str
@@ -87,7 +91,7 @@ class ParamsPlan:
 
 @dataclass(frozen=True)
 class ControlPlan:
-    mode: str               # "none", "array", "callable" or "controller"
+    mode: CtrlMode
     array: np.ndarray | None
     fn: Any
 
@@ -111,7 +115,7 @@ class RecordPlan:
     samples: int            # T
     chunk: int              # steps per chunk (a multiple of record_every)
     outputs: tuple          # adapters.outputs.OutputSpec rows
-    semantics: str          # "live" or "sampled"
+    semantics: OutputSemantics
     out: str | None
 
 
@@ -224,11 +228,12 @@ def _disk_check(plan: Plan) -> None:
 def _settings(spec: RunSpec, ph: PhysicsPlan, start: StartPlan, params: ParamsPlan, rec: RecordPlan) -> dict:
     """Every option's value as the run resolved it (what the file records)."""
     return {**spec.options(), "dt": ph.dt, "batch": start.x0.shape[0], "chunk": rec.chunk,
-            "backend": ph.view.backend, "quaternion_update": ph.view.quaternion_update,
+            "backend": str(ph.view.backend), "quaternion_update": ph.view.quaternion_update,
             "randomize": params.randomize, "outputs": tuple(o.name for o in rec.outputs)}
 
 
-def make_plan(scene, integrator, spec: RunSpec, *, world_offset: int = 0, extra_attrs: dict | None = None) -> Plan:
+def make_plan(scene: SceneLike, integrator: IntegratorLike, spec: RunSpec, *, world_offset: int = 0,
+              extra_attrs: dict | None = None) -> Plan:
     """The ``Plan`` of ``spec`` (``engine/spec.py``) on ``scene`` with ``integrator``: every input checked,
     the backend, integrator and timestep resolved, before anything is compiled or written.
     ``world_offset``/``extra_attrs``: a process's share of a multi-process run (``engine.distributed``)."""
@@ -260,7 +265,7 @@ def make_plan(scene, integrator, spec: RunSpec, *, world_offset: int = 0, extra_
     carry = CarryPlan(spec=all_carry, initial=check_carry(spec.start.carry, all_carry, {**carry0, **ep_carry0},
                                                           defaults=tuple(ep_carry0)))
     record = RecordPlan(steps=spec.steps, record_every=rec.record_every, samples=spec.steps // rec.record_every,
-                        chunk=chunk, outputs=out_specs, semantics=rec.output_semantics, out=out)
+                        chunk=chunk, outputs=out_specs, semantics=OutputSemantics(rec.output_semantics), out=out)
     plan = Plan(physics=ph, start=start, params=params, control=control, carry=carry,
                 loop=LoopPlan(episodes=episodes, reset=reset), record=record, devices=devices, spec=spec,
                 option_attrs=attr_values(_settings(spec, ph, start, params, record)),

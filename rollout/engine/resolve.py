@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import os
+from typing import TYPE_CHECKING
 
 from mjharness.adapters import MjScene
 from mjharness.adapters.backends import AUTO, check_name, get_backend, requested
@@ -17,9 +18,13 @@ from ..errors import RolloutError
 from . import episodes as _ep
 from .scene_view import BackendBound, SceneView
 
+if TYPE_CHECKING:
+    from .arguments import SceneLike
 
-def resolve_scene(scene, *, mjx: str = "adapt", quaternion_update: str = "quaternion", backend: str = AUTO,
-                  needs: dict | None = None, unsupported_contacts: str = "refuse", need_sensors: bool = False):
+
+def resolve_scene(scene: SceneLike, *, mjx: str = "adapt", quaternion_update: str = "quaternion",
+                  backend: str = AUTO, needs: dict | None = None, unsupported_contacts: str = "refuse",
+                  need_sensors: bool = False) -> Model:
     """An ``MjScene`` (or any model with ``.layout`` and ``.dynamics``) from a scene, MjModel, path or name,
     on the backend ``choose_backend`` picks; see ``resolve_run_scene``."""
     return resolve_run_scene(scene, mjx=mjx, quaternion_update=quaternion_update, backend=backend, needs=needs,
@@ -27,11 +32,11 @@ def resolve_scene(scene, *, mjx: str = "adapt", quaternion_update: str = "quater
 
 
 def resolve_run_scene(scene, *, mjx="adapt", quaternion_update="quaternion", backend=AUTO, needs=None,
-                      unsupported_contacts="refuse", need_sensors=False) -> tuple[object, str]:
+                      unsupported_contacts="refuse", need_sensors=False) -> tuple[Model, str]:
     """(scene, why this backend). ``backend``: a name of ``adapters.backends.BACKEND_NAMES``; ``"auto"``
     defers to the scene's own choice, else MJX on an accelerator and MuJoCo C on CPU unless ``needs``
     ({capability: what asks}) names one only MJX has. An explicit backend lacking a need is refused here."""
-    check_name(backend)
+    backend = check_name(backend)  # a BackendName from here on
     needs = dict(needs or {})
     if isinstance(scene, Model):
         if not isinstance(scene, BackendBound):  # a System or a user's JAX model: it evaluates itself

@@ -15,7 +15,7 @@ import time as _time
 import jax
 import numpy as np
 
-from mjharness.adapters.backends import ChunkRequest
+from mjharness.adapters.backends import ChunkRun, CtrlMode
 from mjharness.adapters.outputs import flagged_rows, output_attrs, sensor_table
 from mjharness.integrators import STATUS_TERMINATED as TERMINATED
 from mjharness.integrators.status import failed
@@ -88,13 +88,13 @@ def _file_spec(plan: Plan, T: int, S: int, compression) -> h5.FileSpec:
         sensors=tuple(sensor_table(model)) if any(o.field == "sensordata" for o in plan.record.outputs) else (),
         carry_views=tuple(name for name in CARRY_VIEWS if name in dict(plan.carry.spec)) if plan.loop.episodes else (),
         source_xml=scene_info(model).source_xml if model is not None else None, code=_code(plan),
-        ctrl_input=plan.control.array if plan.control.mode == "array" else None)
+        ctrl_input=plan.control.array if plan.control.mode == CtrlMode.ARRAY else None)
 
 
 def _code(plan: Plan) -> dict:
     """{role: function} of every function the run calls, kept in the file with its source (``/code``)."""
     ep = plan.loop.episodes
-    code = {"ctrl": plan.control.fn} if plan.control.mode == "callable" else {}
+    code = {"ctrl": plan.control.fn} if plan.control.mode == CtrlMode.CALLABLE else {}
     if ep is not None and ep.controller is not None:
         code.update({"controller.init": ep.controller.init, "controller.step": ep.controller.step})
     if ep is not None and ep.terminate is not None:
@@ -137,7 +137,7 @@ def _input_maker(plan: Plan, i_in: ChunkInput, Bp: int):
                            put(np.int64(plan.record.steps), c.steps), put(np.int64(plan.start.seed), c.seed))
 
     def chunk_input(k) -> ChunkInput:
-        if plan.control.mode != "array":
+        if plan.control.mode != CtrlMode.ARRAY:
             u = put(np.zeros((), np.float64), i_in.ctrl)
         else:
             u = plan.control.array[:, k:k + plan.record.chunk]
@@ -249,7 +249,7 @@ def _loop(plan: Plan, st: ChunkStatic, compiled, state, chunk_input, *, writer, 
 
 def _host_loop(plan: Plan, B: int):
     """The run's closed loop on host arrays (``host_loop.HostLoop``) for a backend stepping whole segments, or None."""
-    if plan.loop.episodes is None or plan.control.mode not in ("controller", "none", "array"):
+    if plan.loop.episodes is None or plan.control.mode not in (CtrlMode.CONTROLLER, CtrlMode.NONE, CtrlMode.ARRAY):
         return None
     from .host_loop import HostLoop
 
@@ -258,26 +258,23 @@ def _host_loop(plan: Plan, B: int):
                     reset=plan.loop.reset)
 
 
-def _host_chunks(plan: Plan, B: int, xs: np.ndarray | None, carries: bool):
+def _host_chunks(plan: Plan, st: ChunkStatic, xs: np.ndarray | None, carries: bool):
     """(chunk function, chunk_input) when the scene's backend runs whole chunks on the host (MuJoCo's own scheme
     on MuJoCo C: one batched mj_step call per chunk), else None: the compiled chunk. The function takes and
     gives what the compiled one does (``WorldState``, ``ChunkOutput``), as host arrays. ``xs``: the in-memory
     trajectory (T, B, n) the chunks write their samples into in place (None: not kept); ``carries``: whether the
-    carry after each sample is needed (a file records it)."""
+    carry after each sample is needed (a file records it). ``st``: the run's static part, for its B worlds
+    (not padded)."""
     if plan.physics.view.chunk_runner is None:
         return None
-    ph, rec = plan.physics, plan.record
-    req = ChunkRequest(integ=ph.integ, kind=ph.kind, dt=ph.dt, t0=plan.start.t0, steps=rec.steps,
-                       record_every=rec.record_every, chunk=rec.chunk, ctrl_mode=plan.control.mode,
-                       params=tuple(plan.params.fields.items()), carry=plan.carry.spec, outputs=rec.outputs,
-                       semantics=rec.semantics, closed_loop=plan.loop.episodes is not None,
-                       loop=_host_loop(plan, B))
-    runner = plan.physics.view.chunk_runner(req, B)
+    values = ChunkRun(dt=plan.physics.dt, t0=plan.start.t0, steps=plan.record.steps,
+                      values=tuple(plan.params.fields.items()), loop=_host_loop(plan, st.batch))
+    runner = plan.physics.view.chunk_runner(st, values)
     if runner is None:
         return None
 
     def chunk_input(k):
-        return k, (plan.control.array[:, k:k + plan.record.chunk] if plan.control.mode == "array" else None)
+        return k, (plan.control.array[:, k:k + plan.record.chunk] if plan.control.mode == CtrlMode.ARRAY else None)
 
     S, T = plan.record.chunk // plan.record.record_every, plan.record.samples
 
@@ -295,11 +292,12 @@ def _chunk_function(plan: Plan, st: ChunkStatic, state: WorldState, xs_mem, say)
     """(static, chunk function, chunk_input, the state as it takes it, (compile_s, trace_s, trace source)): the
     backend's own whole chunks on the host (MuJoCo C: adapters/backends/host_chunk.py), else the compiled chunk."""
     B = plan.start.x0.shape[0]
-    host = _host_chunks(plan, B, xs_mem, carries=plan.record.out is not None)
+    host_st = dataclasses.replace(st, batch=B)
+    host = _host_chunks(plan, host_st, xs_mem, carries=plan.record.out is not None)
     if host is not None:
         say(f"{plan.physics.view.backend} runs whole chunks of {plan.record.chunk} steps natively (batch {B}): "
             f"nothing to compile")
-        return dataclasses.replace(st, batch=B), *host, state, (0.0, 0.0, "host")
+        return host_st, *host, state, (0.0, 0.0, "host")
     (s_in, i_in), _ = shardings(st)
     chunk_input = _input_maker(plan, i_in, st.batch)
     state = _device_state(*state, s_in, st.batch)
@@ -321,7 +319,7 @@ def _stats(plan: Plan, B: int, status, flags: dict, *, run_s: float, **timing) -
                 worlds_terminated=int((status == TERMINATED).sum()),
                 file_bytes=os.path.getsize(plan.record.out) if plan.record.out else 0, devices=len(plan.devices),
                 chunk=plan.record.chunk,
-                backend=plan.physics.view.backend or "", backend_reason=plan.physics.backend_reason,
+                backend=str(plan.physics.view.backend or ""), backend_reason=plan.physics.backend_reason,
                 # {output: {world: (first flagged row, flagged rows)}} over this call's rows (contact overflow)
                 flagged={name: {w: tuple(v) for w, v in sorted(per.items())} for name, per in flags.items()})
 

@@ -23,6 +23,7 @@ import weakref
 import jax
 import jax.numpy as jnp
 
+from mjharness.adapters.backends import CtrlMode
 from mjharness.integrators import ContractError, check_pair
 from mjharness.scenes.settings import configure
 
@@ -155,7 +156,7 @@ def _core(scene, st: ChunkStatic, N: int, C: int, T: int, t0: float, dt: float, 
     consts = jax.lax.optimization_barrier(
         StepConstants(jnp.float64(t0), jnp.float64(dt), jnp.int64(steps), jnp.int64(seed)))
     wids = jnp.arange(B, dtype=jnp.int64)
-    if st.ctrl_mode == "array":  # (N, C, B, nu): time-major per chunk; masked steps past the end get zeros
+    if st.ctrl_mode == CtrlMode.ARRAY:  # (N, C, B, nu): time-major per chunk; masked steps past the end get zeros
         u = jnp.concatenate([u, jnp.zeros((B, N * C - steps, u.shape[2]))], axis=1)
         us = u.transpose(1, 0, 2).reshape(N, C, B, u.shape[2])
     else:

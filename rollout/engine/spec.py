@@ -23,6 +23,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from mjharness.integrators.names import BackendName, ContactMode, MjxMode, OutputSemantics
+
 from ..errors import RolloutError
 from .checks import (
     Bool,
@@ -40,15 +42,16 @@ from .checks import (
     RolloutTypeError,
 )
 
+# The allowed values of the enums in integrators/names.py (importable without JAX or MuJoCo), as plain strings.
+AUTO = BackendName.AUTO.value
+BACKEND_NAMES = BackendName.values()
+SEMANTICS = OutputSemantics.values()
+MJX_MODES = MjxMode.values()
+CONTACT_MODES = ContactMode.values()
 # Copies of tables of modules that load JAX or MuJoCo, so that the CLI builds its parser from this module without
-# either (tests/test_spec_options.py checks that they agree with adapters.backends and engine.episodes).
-AUTO = "auto"
-BACKEND_NAMES = (AUTO, "mjx", "mujoco", "warp")
+# either (tests/test_spec_options.py checks that they agree with engine.episodes and the others).
 ON_TERMINATE = ("freeze", "reset")
-SEMANTICS = ("live", "sampled")
 COMPRESSIONS = (None, "gzip", "lzf")
-MJX_MODES = ("adapt", "strict")
-CONTACT_MODES = ("refuse", "exclude")
 QUATERNION_UPDATES = ("quaternion", "quaternion_qdot")
 SEED_MAX = 2**63 - 1    # seeds are int64 file attributes and PRNG keys
 
@@ -179,8 +182,8 @@ class Recording:
         "contact_force, ...): result.outputs[name] (T, B, ...), the file's /outputs/<name>", attr="if set",
         encode=_names_attr, decode=_names_value, resume=Resume.FILE)
     output_semantics: str = option(
-        "live", Choice(choices=SEMANTICS), "live: outputs at the recorded state; sampled: at the state before the "
-        "last step (what mj_step leaves in mjData)", resume=Resume.FILE, needs=(
+        OutputSemantics.LIVE.value, Choice(choices=OutputSemantics), "live: outputs at the recorded state; sampled: "
+        "at the state before the last step (what mj_step leaves in mjData)", resume=Resume.FILE, needs=(
             Needs("outputs", bool, "has an effect only with outputs"),))
     keep: bool = option(
         True, Bool(), "hold the trajectory in memory (keep=False with out: read it from the file)", cli=False,
@@ -208,7 +211,7 @@ class Execution:
     """How it runs."""
 
     backend: str = option(
-        AUTO, Choice(choices=BACKEND_NAMES), "dynamics backend: auto (the scene's choice, else MJX on a GPU/TPU and "
+        AUTO, Choice(choices=BackendName), "dynamics backend: auto (the scene's choice, else MJX on a GPU/TPU and "
         "MuJoCo C on CPU unless the run needs an MJX-only capability), or one by name (adapters.backends); a "
         "resume keeps the file's", attr="always", resume=Resume.MATCH)
     devices: Any = option(None, Devices(none=True), "None (all), a count or a device list: the batch is sharded "
@@ -226,14 +229,14 @@ class Execution:
 class Loading:
     """How a scene given by name, path, XML or MjModel is loaded."""
 
-    mjx: str = option("adapt", Choice(choices=MJX_MODES), "adapt: apply and log the meaning-preserving "
+    mjx: str = option(MjxMode.ADAPT.value, Choice(choices=MjxMode), "adapt: apply and log the meaning-preserving "
                       "substitutions MJX needs; strict: refuse models MJX cannot run")
     quaternion_update: str = option(
         "quaternion", Choice(choices=QUATERNION_UPDATES), "update policy of ball and free-joint attitudes",
         attr="always", resume=Resume.MATCH)
     unsupported_contacts: str = option(
-        "refuse", Choice(choices=CONTACT_MODES), "MJX: refuse a model with geom pairs MJX cannot collide, or "
-        "exclude exactly those pairs (logged)")
+        ContactMode.REFUSE.value, Choice(choices=ContactMode), "MJX: refuse a model with geom pairs MJX cannot "
+        "collide, or exclude exactly those pairs (logged)")
 
 
 GROUP_TYPES: dict[str, type] = {"start": Start, "recording": Recording, "storage": Storage,

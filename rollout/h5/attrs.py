@@ -50,8 +50,9 @@ def _versions() -> dict:
     import jax
     import mujoco
 
+    x64 = bool(jax.config.jax_enable_x64)  # type: ignore[attr-defined]  # jax's Config sets its flags at run time
     return dict(mujoco_version=mujoco.__version__, mjx_version=version("mujoco-mjx"), jax_version=jax.__version__,
-                mjharness_version=version("mjharness"), x64=bool(jax.config.jax_enable_x64))
+                mjharness_version=version("mjharness"), x64=x64)
 
 
 def scene_name(view: Any) -> str:
@@ -81,6 +82,6 @@ def file_attrs(plan: Any) -> dict:
     if loop.episodes is not None:
         attrs.update(loop.episodes.describe())
     if plan.record.outputs:
-        attrs["output_semantics"] = plan.record.semantics
+        attrs["output_semantics"] = str(plan.record.semantics)  # the plain string
     attrs.update(plan.extra_attrs)
     return attrs
