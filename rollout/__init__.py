@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING
 from mjharness.integrators import lazy
 
 if TYPE_CHECKING:
-    from .engine import Controller, RolloutError, RolloutResult, Termination, initial_states, rollout, simulate
+    from .engine import Controller, RolloutError, RolloutResult, Termination, initial_states, rollout
+    from .engine.simulate import simulate  # the function (mypy binds ``engine.simulate`` to the submodule)
     from .h5 import RolloutFile, RolloutFileError, open_rollout
     from .rendering import RenderError, render
     from .verify import crosscheck

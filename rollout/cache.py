@@ -92,8 +92,9 @@ def chunk_key(scene, integ, static: tuple, args) -> str | None:
     if {d.platform for d in devices} != {jax.default_backend()}:
         return None  # jax.export lowers for the default backend only
     h = hashlib.sha256()
+    flags = jax.config.jax_enable_x64, jax.config.jax_default_matmul_precision  # type: ignore[attr-defined]
     for part in (*_versions(), source_digest(), scene_key, integ_key, repr(static),
-                 str(bool(jax.config.jax_enable_x64)), str(jax.config.jax_default_matmul_precision),
+                 str(bool(flags[0])), str(flags[1]),
                  ",".join(sorted(f"{d.platform}:{d.device_kind}:{d.id}" for d in devices)),
                  *map(_aval, jax.tree.leaves(args)), str(jax.tree.structure(args))):
         h.update(part.encode())

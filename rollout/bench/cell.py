@@ -29,7 +29,7 @@ from .peers import (
     setup_peer,
 )
 from .report import load_average
-from .timing import time_interleaved
+from .timing import Peer, time_interleaved
 
 __all__ = ["bench_cell", "engine_steps"]
 
@@ -63,7 +63,7 @@ def _set_up(scene, x0, peers, *, steps, dt, record_every, min_time, nthread, tmp
     """Every peer compiled and warmed up, in order; the engine peers sized by their integrator's peer."""
     own = scene_scheme(scene)
     out = os.path.join(tmpdir or tempfile.gettempdir(), f"mjharness-bench-{os.getpid()}.h5")
-    set_up = []
+    set_up: list[Peer] = []
     try:
         for p in peers:
             say(f"  {p}: compile + warm-up ...")

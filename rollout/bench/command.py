@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from .cache import cache_check as _cache_check
 from .peers import DEFAULT_PEERS, check_counts, check_peers
 from .plan import DEFAULT_SCENES, FULL_PLAN, plan_cells, run_bench
@@ -50,7 +52,7 @@ def grad_report(*, scenes=(), batches=(64,), steps: int = 1000, record_every: in
     for b in batches:
         check_counts(batch=b)
     check_counts(steps=steps, repeats=repeats, record_every=record_every)
-    report = {"machine": machine_info(), "grad": [], "errors": []}
+    report: dict[str, Any] = {"machine": machine_info(), "grad": [], "errors": []}
     for scene in list(scenes) or ["double_pendulum"]:
         for b in batches:
             try:

@@ -48,7 +48,9 @@ def engine_peer(name, scene, x0, *, integ, dt, steps, record_every, sample, chai
     from mjharness.rollout import rollout
     from mjharness.rollout.engine import integrator_config
 
-    stats, firsts, config = [], [], {}  # every call's stats (the first is the warm-up: it compiled)
+    stats: list[dict] = []  # every call's stats (the first is the warm-up: it compiled)
+    firsts: list = []       # the first call's sample (the warm-up's)
+    config: dict = {}
 
     def call(state):
         x, t0 = state

@@ -13,7 +13,9 @@ gradient <= 5x the forward time and <= 4x its peak memory.
 from __future__ import annotations
 
 import time
+from typing import Any
 
+from .peers import BenchError
 from .report import format_bytes
 from .timing import compile_timed, device_peak, xla_peak
 
@@ -34,7 +36,11 @@ def grad_cost(scene="double_pendulum", integrator="rk4", *, batch: int = 64, ste
     from mjharness.rollout.engine.simulate import default_chunk, simulate
 
     jax.config.update("jax_enable_x64", True)
+    from mjharness.adapters import MjScene
+
     sc = resolve_scene(scene, needs={"differentiable": "bench --grad"})
+    if not isinstance(sc, MjScene):
+        raise BenchError(f"bench --grad: {scene!r} is not a MuJoCo scene (it times an MjScene's forward and gradient)")
     integ = scene_integrator(sc, integrator)
     name = scene if isinstance(scene, str) else getattr(sc, "name", type(sc).__name__)
     dt = float(sc.model.opt.timestep)
@@ -63,7 +69,7 @@ def grad_cost(scene="double_pendulum", integrator="rk4", *, batch: int = 64, ste
             t = time.perf_counter()
             jax.block_until_ready(r["compiled"](x0, damp))
             r["times"].append(time.perf_counter() - t)
-    out = {"scene": name, "integrator": type(integ).__name__, "batch": batch, "steps": steps,
+    out: dict[str, Any] = {"scene": name, "integrator": type(integ).__name__, "batch": batch, "steps": steps,
            "record_every": record_every, "chunk": default_chunk(steps, record_every) if chunk is None else chunk,
            "backend": jax.default_backend(), "device_peak_bytes": device_peak()}
     for key, r in rows.items():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from .cell import bench_cell
 from .peers import DEFAULT_PEERS, BenchError
 from .report import load_average, machine_info, targets, write_json
@@ -48,7 +50,7 @@ def run_bench(cells, *, log=None, json_path: str | None = None, **kw) -> dict:
     from mjharness.rollout.engine import resolve_scene
 
     say = log or (lambda s: None)
-    report = dict(machine=machine_info(), cells=[], errors=[], targets=[])
+    report: dict[str, Any] = dict(machine=machine_info(), cells=[], errors=[], targets=[])
     scenes = {}
     for s, b, n, peers in cells:
         if s not in scenes:  # one MjScene per scene: the engine's compile cache is per scene object

@@ -65,8 +65,8 @@ def machine_info() -> dict:
         platform=platform.platform(), python=platform.python_version(), cpu=_cpu_model(),
         cpu_count=os.cpu_count(), load_average=load_average(),
         backend=jax.default_backend(), devices=[str(d) for d in dev], device_kind=dev[0].device_kind,
-        x64=bool(jax.config.jax_enable_x64),
-        compile_cache=jax.config.jax_compilation_cache_dir,
+        x64=bool(jax.config.jax_enable_x64),  # type: ignore[attr-defined]  # Config's flags are set at run time
+        compile_cache=jax.config.jax_compilation_cache_dir,  # type: ignore[attr-defined]
         versions={k: _version(k) for k in ("mjharness", "mujoco", "mujoco-mjx", "jax", "jaxlib", "numpy", "h5py")})
 
 

@@ -62,7 +62,7 @@ def time_interleaved(peers, *, repeats: int, min_time: float, cpu: dict | None =
     ``cpu``: filled with {name: [CPU seconds of the process (every thread) per call]}, over the part of the
     call its seconds time (``Peer.cpu``: an engine peer timed by its run's ``run_s`` gives its ``run_cpu_s``):
     a peer that is faster on the wall clock only by keeping more cores busy shows there."""
-    times = {p.name: [] for p in peers}
+    times: dict[str, list[float]] = {p.name: [] for p in peers}
     cpu = {} if cpu is None else cpu
     cpu.update({p.name: [] for p in peers})
 
@@ -94,7 +94,7 @@ def result_row(name, *, batch, steps, times, compile_s, mem, extra=None) -> dict
 # -- compiles: JAX's persistent cache ---------------------------------------------------------------
 
 _CACHE_EVENTS = {"/jax/compilation_cache/cache_hits": 0, "/jax/compilation_cache/cache_misses": 0}
-_LISTENING = []
+_LISTENING: list[Callable[..., None]] = []
 
 
 def cache_counts() -> tuple[int, int]:
@@ -108,7 +108,7 @@ def cache_counts() -> tuple[int, int]:
 
         jax.monitoring.register_event_listener(listen)
         _LISTENING.append(listen)
-    return tuple(_CACHE_EVENTS.values())
+    return _CACHE_EVENTS["/jax/compilation_cache/cache_hits"], _CACHE_EVENTS["/jax/compilation_cache/cache_misses"]
 
 
 def cache_word(h0: int, m0: int) -> str:

@@ -182,8 +182,9 @@ def main(argv=None) -> int:
         elif program:
             xla_log.uninstall()  # --debug: every XLA line (configure() will not install the filter)
         rc = dispatch(args)
-        if rc not in (130, 143) and interrupts.pending():  # a signal a gc callback swallowed: still an interrupt
-            return interrupted(interrupts.exception(interrupts.pending()), command, _file_state(args))
+        signum = interrupts.pending()
+        if rc not in (130, 143) and signum:  # a signal a gc callback swallowed: still an interrupt
+            return interrupted(interrupts.exception(signum), command, _file_state(args))
         return rc
     except KeyboardInterrupt as e:  # before the command ran (parsing, the XLA log filter)
         return interrupted(e, command)

@@ -69,7 +69,7 @@ def user_message(e: BaseException) -> str:
     return msg
 
 
-def origin(e: BaseException) -> tuple[str, object]:
+def origin(e: BaseException) -> tuple[str, traceback.FrameSummary | None]:
     """(where the failure comes from: "mjx" | "xla" | "jax" | "mujoco" | "memory" | "ours", the frame to cite).
 
     Decided by the frames inside our innermost one: MJX code there means MJX (it calls into JAX, so

@@ -90,7 +90,7 @@ def param_arrays(params, scene) -> dict:
     from mjharness.rollout.engine.params import field_value, resolve_param
     from mjharness.rollout.engine.plan import backend_model
 
-    arrays = {}
+    arrays: dict[str, np.ndarray] = {}
     for key, values in params:
         field, idx = resolve_param(scene.model, scene.mjx_model, key)
         base = arrays.get(field)
@@ -98,7 +98,8 @@ def param_arrays(params, scene) -> dict:
             nominal = np.asarray(field_value(backend_model(scene), field), np.float64)
             base = arrays[field] = np.broadcast_to(nominal, (len(values),) + nominal.shape).copy()
         for w, v in enumerate(values):
-            base[(w, *idx)] = v
+            at = (w, *idx)
+            base[at] = v
     return arrays
 
 

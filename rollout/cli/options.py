@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass, field
+from typing import Any
 
 from mjharness.rollout.engine import spec as _spec
 from mjharness.rollout.engine.checks import Bool, Choice, Compression, Dict, Outputs
@@ -62,7 +63,8 @@ def _help(name: str, o: _spec.Opt) -> str:
 def _argparse(name: str, o: _spec.Opt) -> dict:
     """The argparse keywords of a spec option: its kind says how it is typed; every default is None (unset), so
     that a resume can tell an option given from one left to the file."""
-    kind, kw = o.kind, {"help": _help(name, o), "default": None}
+    kind = o.kind
+    kw: dict[str, Any] = {"help": _help(name, o), "default": None}
     if isinstance(kind, Bool):
         kw.update(action="store_true", default=None)
     elif isinstance(kind, Compression):

@@ -112,7 +112,7 @@ def _joint_labels(model, name: str) -> list:
         return []
     adr, n = (model.jnt_qposadr, model.nq) if name == "qpos" else (model.jnt_dofadr, model.nv)
     ends = list(adr[1:]) + [n]
-    labels = []
+    labels: list[str] = []
     for j in range(model.njnt):
         jn = mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_JOINT, j) or f"joint{j}"
         size = int(ends[j] - adr[j])

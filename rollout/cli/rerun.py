@@ -19,6 +19,8 @@ import json
 import os
 import re
 
+from mjharness.integrators.names import BackendName, OutputSemantics
+
 from .errors import CliError
 
 
@@ -33,7 +35,7 @@ def add_parser(sub) -> None:
     p.set_defaults(func=command, subject=lambda args: f"file {args.file}")
 
 
-def _flags(text: str) -> dict:
+def _flags(text: str | None) -> dict:
     """``every=2 sensors=True ...`` of a controller/terminate attribute as {"every": 2, "sensors": True}."""
     m = dict(re.findall(r"(every|sensors)=(\w+)", text or ""))
     return dict(every=int(m.get("every", 1)), sensors=m.get("sensors") == "True")
@@ -46,6 +48,8 @@ def _integrator(cfg: dict):
     from mjharness.rollout.engine.plan import integrator_config
 
     name = cfg.get("name")
+    if not isinstance(name, str):
+        raise CliError(f"the file's integrator {name!r} cannot be rebuilt (its attribute names no integrator)")
     try:
         probe = get_integrator(name)
     except (KeyError, TypeError) as e:
@@ -117,8 +121,9 @@ def rerun_call(path: str) -> tuple:
         model = f.model("mjb")
         kw = dict(x0=f.x0, dt=float(a["dt"]), steps=int(a["steps"]), record_every=int(a["record_every"]),
                   seed=int(a["seed"]), t0=float(a.get("t0", 0.0)), chunk=int(a["chunk"]) if a.get("chunk") else None,
-                  backend=a.get("backend") or "auto", quaternion_update=a.get("quaternion_update") or "quaternion",
-                  outputs=_outputs(f, a), output_semantics=a.get("output_semantics") or "live", ctrl=_ctrl(f, a),
+                  backend=a.get("backend") or BackendName.AUTO.value,
+                  quaternion_update=a.get("quaternion_update") or "quaternion", outputs=_outputs(f, a),
+                  output_semantics=a.get("output_semantics") or OutputSemantics.LIVE.value, ctrl=_ctrl(f, a),
                   compression=_compression(f.h5["x"]))
         if a.get("randomize"):
             kw["randomize"] = json.loads(a["randomize"])

@@ -129,10 +129,13 @@ class _Worker:
     """A daemon thread that runs guarded calls one at a time. Workers are reused: a fresh thread per
     call costs ~1 ms (thread start and JAX's per-thread state), as much as a small MJX step."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.jobs: queue.SimpleQueue = queue.SimpleQueue()
         self.thread = threading.Thread(target=self._loop, name="mjharness-watchdog-worker", daemon=True)
         self.thread.start()
+        ident = self.thread.ident
+        assert ident is not None  # set by start()
+        self.ident: int = ident
 
     def _loop(self):
         while True:
@@ -185,7 +188,7 @@ def call_with_watchdog(fn, *args, timeout_s: float | None = None, context: dict 
             interrupt = interrupt or e
             continue
         now = time.monotonic()
-        frame = sys._current_frames().get(worker.thread.ident)
+        frame = sys._current_frames().get(worker.ident)
         info = _frame_info(frame)
         cpu_now = time.process_time()
         busy = cpu_backend and (cpu_now - cpu_then) >= _CPU_BUSY_CORES * poll

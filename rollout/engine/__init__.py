@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from mjharness.integrators import lazy
 
 if TYPE_CHECKING:  # loaded on first use (``lazy``): the CLI checks options with ``randomize`` before JAX loads
+    from .arguments import IntegratorLike, SceneLike
     from .distributed import DistributedError, distributed_rollout, initialize
     from .episodes import Controller, Termination
     from .plan import RolloutError, initial_states, integrator_config, make_plan, resolve_scene
@@ -29,7 +30,7 @@ __all__ = ["rollout", "rollout_from_spec", "Controller", "Termination", "make_pl
            "integrator_config"]
 
 
-def rollout(scene, integrator=None, **options: Any) -> RolloutResult:
+def rollout(scene: SceneLike, integrator: IntegratorLike = None, **options: Any) -> RolloutResult:
     """Roll ``scene`` out for ``batch`` worlds and ``steps`` steps of ``dt`` with ``integrator``.
 
     scene: an ``MjScene`` (or any model with ``.layout``/``.dynamics``), an ``MjModel``, a path, an
@@ -63,7 +64,7 @@ def rollout(scene, integrator=None, **options: Any) -> RolloutResult:
     return rollout_from_spec(scene, integrator, RunSpec.from_options(**options))
 
 
-def rollout_from_spec(scene, integrator, spec: RunSpec) -> RolloutResult:
+def rollout_from_spec(scene: SceneLike, integrator: IntegratorLike, spec: RunSpec) -> RolloutResult:
     """A whole run from its specification (``engine/spec.py``); ``rollout`` is this with keywords."""
     import jax
 

@@ -36,15 +36,15 @@ def _take() -> str | None:
         return _waiting.pop(0)[0] if _waiting else None
 
 
-def _on_duration(event: str, duration: float, **_) -> None:
-    if event == "/jax/core/compile/backend_compile_duration" and duration >= MIN_S:
+def _on_duration(event: str, duration_secs: float, **_) -> None:
+    if event == "/jax/core/compile/backend_compile_duration" and duration_secs >= MIN_S:
         label = _take()
         if label is not None:
-            say(f"{label}: compiled in {duration:.1f} s")
+            say(f"{label}: compiled in {duration_secs:.1f} s")
     elif event == "/jax/compilation_cache/cache_retrieval_time_sec":
         label = _take()
         if label is not None:
-            say(f"{label}: loaded from the compile cache in {duration:.1f} s")
+            say(f"{label}: loaded from the compile cache in {duration_secs:.1f} s")
 
 
 def compiling(label: str, progress: bool = True) -> None:

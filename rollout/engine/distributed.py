@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING, Any
 
 import jax
 import numpy as np
@@ -28,6 +29,9 @@ from .results import RolloutResult
 from .run import PHASES, execute
 from .spec import RunSpec, check_spec, file_settings
 
+if TYPE_CHECKING:
+    from .arguments import IntegratorLike, SceneLike
+
 ENV = ("MJHARNESS_COORDINATOR", "MJHARNESS_NUM_PROCESSES", "MJHARNESS_PROCESS_ID")
 HEARTBEAT_S = 10      # a silent peer is declared dead after this
 BARRIER_S = 45        # a peer that never reaches a barrier fails the others after this
@@ -37,7 +41,8 @@ class DistributedError(RolloutFaultError):
     """A peer process failed or never arrived; names the barrier and the process."""
 
 
-def initialize(coordinator=None, num_processes=None, process_id=None) -> tuple[int, int]:
+def initialize(coordinator: str | None = None, num_processes: int | None = None,
+               process_id: int | None = None) -> tuple[int, int]:
     """``jax.distributed.initialize`` from the arguments, else MJHARNESS_* variables, else JAX's own
     cluster detection (SLURM, Open MPI, ...). Returns (process_index, process_count)."""
     configure()  # the XLA flags and float64 before JAX starts its backend
@@ -111,8 +116,8 @@ def _shard_plan(scene, integrator, spec: RunSpec, *, joined: str, resume: bool, 
     lo, hi = world_range(batch, k, n)
     st = spec.start
     x0 = (initial_states(scene, batch, st.seed, st.perturb, st.perturb_qpos) if x0 is None else x0)[lo:hi]
-    mine = {key: _slice_worlds(key, v, lo, hi, batch) for key, v in per_world.items()}
-    local = spec.replace(out=shard, resume=None, batch=None, x0=x0, **mine)
+    my_rows = {key: _slice_worlds(key, v, lo, hi, batch) for key, v in per_world.items()}
+    local = spec.replace(out=shard, resume=None, batch=None, x0=x0, **my_rows)
     return make_plan(scene, integrator, local, world_offset=lo,
                      extra_attrs=dict(info, world_offset=lo, global_batch=batch))
 
@@ -151,7 +156,8 @@ def _restart_missing_shard(scene, integrator, spec: RunSpec, *, joined: str, k: 
                      extra_attrs=dict(info, world_offset=lo, global_batch=batch))
 
 
-def distributed_rollout(scene, integrator=None, spec: RunSpec | None = None, **options) -> RolloutResult:
+def distributed_rollout(scene: SceneLike, integrator: IntegratorLike = None, spec: RunSpec | None = None,
+                        **options: Any) -> RolloutResult:
     """Run this process's share of a rollout (after ``initialize``; ``rollout`` comes here when
     ``jax.process_count() > 1``) from ``spec`` (or ``rollout()``'s keywords); process 0 joins the shards
     into the file (``out``, or ``resume`` to continue one). Per-world inputs (x0, an array ctrl,

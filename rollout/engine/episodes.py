@@ -105,7 +105,9 @@ class EpisodePlan:
 
     def carry_spec(self) -> tuple:
         """The engine's carry entries ((name, shape), ...): applied controls, episode bookkeeping, controller."""
-        spec = [(CTRL, (self.nu,))] if self.controller is not None or self.record_ctrl else []
+        spec: list[tuple[str, tuple[int, ...]]] = []
+        if self.controller is not None or self.record_ctrl:
+            spec.append((CTRL, (self.nu,)))
         if self.terminate is not None:
             spec += [(EPISODE, ()), (EPISODE_START, ()), (PENDING, ())]
         return tuple(spec) + tuple((name, shape) for name, shape, _ in self.leaves)
@@ -331,6 +333,7 @@ def _shapes(ep: EpisodePlan):
 # so a call would only cost time and repeat the user's side effects (``every`` means every).
 
 def _call_init(ep: EpisodePlan, x, wid, due):
+    assert ep.controller is not None  # called only for a run with a Controller
     init = _init_fn(ep.controller, ep.init_world)
     if ep.mode == "jax":
         return init(x, wid)
@@ -345,6 +348,7 @@ def _call_init(ep: EpisodePlan, x, wid, due):
 
 
 def _call_step(ep: EpisodePlan, t, x, c, sd, due, wid):
+    assert ep.controller is not None  # called only for a run with a Controller
     step = ep.controller.step
     extra = ((sd,) if ep.controller.sensors else ()) + ((wid,) if takes_world(step) else ())
     if ep.mode == "jax":
@@ -366,6 +370,7 @@ def _host_args(extra) -> list:
 
 
 def _call_terminate(ep: EpisodePlan, t, x, sd, due, wid):
+    assert ep.terminate is not None  # called only for a run with a termination rule
     fn = ep.terminate.fn
     extra = ((sd,) if ep.terminate_sensors else ()) + ((wid,) if takes_world(fn) else ())
     if ep.terminate_mode == "jax":

@@ -72,6 +72,7 @@ class HostLoop:
         ep = self.ep
         if ep.mode == "jax":  # the whole batch (one compiled shape), the worlds due taken from it
             return jax.tree.map(lambda v: np.asarray(v)[ids], self._init(jnp.asarray(x), jnp.asarray(self.wids)))
+        assert ep.controller is not None  # the carry holds controller states only for a run with a Controller
         init = _ep._init_fn(ep.controller, ep.init_world)
         shapes = _ep._shapes(ep)
         per = [jax.tree.map(lambda v, s: np.asarray(v, s.dtype), init(x[w].copy(), int(self.wids[w])), shapes)
@@ -87,6 +88,7 @@ class HostLoop:
         c = self._states(carry, ids)
         # World by world; the pytree is taken apart once (leaf lists), not mapped per world (µs per call count
         # at a thousand worlds every few steps).
+        assert ep.controller is not None  # controls are computed only for a run with a Controller
         step, treedef, t = ep.controller.step, ep.treedef, float(t)
         leaves = [np.asarray(v) for v in jax.tree.leaves(c)]
         dtypes = [np.dtype(d) for _, _, d in ep.leaves]
@@ -105,6 +107,7 @@ class HostLoop:
     def _terminated(self, t, x: np.ndarray, ids: np.ndarray) -> np.ndarray:
         if self.ep.terminate_mode == "jax":
             return np.asarray(self._rule(t, jnp.asarray(x), jnp.asarray(self.wids)), bool)[ids]
+        assert self.ep.terminate is not None  # termination is checked only for a run with a termination rule
         fn, t = self.ep.terminate.fn, float(t)
         if self._rule_w:
             return np.array([bool(fn(t, x[w].copy(), int(self.wids[w]))) for w in ids], bool)

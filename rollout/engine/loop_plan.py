@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from mjharness.integrators.names import OutputSemantics
+
 from ..errors import RolloutError
 from . import episodes as _ep
 from .episodes import Controller, EpisodePlan
@@ -23,7 +25,7 @@ def check_episodes(scene, start, x0: np.ndarray, carry_spec: tuple, carry0: dict
     view = SceneView.of(scene)
     sensor_specs = ()
     if _ep.wants_sensors(ctrl, term):
-        sensor_specs = check_outputs(scene, ("sensordata",), "live")
+        sensor_specs = check_outputs(scene, ("sensordata",), OutputSemantics.LIVE)
     sdim = int(np.prod(sensor_specs[0].shape)) if sensor_specs else 0
     B = x0.shape[0]
     mode, init_world, treedef, leaves, c0 = "jax", False, None, (), {}
@@ -32,7 +34,8 @@ def check_episodes(scene, start, x0: np.ndarray, carry_spec: tuple, carry0: dict
     t_mode, t_sensors = ("jax", False) if term is None else _ep.check_termination(term, x0, sdim, world_offset)
     resets = term is not None and start.on_terminate == "reset"
     reset_to = _ep.check_reset_to(start.reset_to, scene) if resets else "x0"
-    draw_scale, quats = (), ()
+    draw_scale: tuple[float, ...] = ()
+    quats: tuple[tuple[int, int], ...] = ()
     if reset_to == "draw":
         draw_scale = tuple(float(v) for v in _perturb_scale(view, x0.shape[1], start.perturb, start.perturb_qpos))
         quats = tuple((r.value_slice.start, r.value_slice.stop) for r in scene.layout.special)
@@ -48,7 +51,7 @@ def check_episodes(scene, start, x0: np.ndarray, carry_spec: tuple, carry0: dict
     init = {_ep.CTRL: np.zeros((B, view.nu)), _ep.EPISODE: np.zeros(B), _ep.EPISODE_START: np.zeros(B),
             _ep.PENDING: np.zeros(B), **c0}
     engine0 = {name: init[name] for name, _ in ep.carry_spec()}
-    reset = ()
+    reset: tuple = ()  # (x (B, n), cold carry {name: (B, ...)}) or ()
     if resets:
         if reset_to == "x0":
             xr = x0

@@ -137,12 +137,13 @@ def resolve_target(model: mujoco.MjModel, key, text, member: str | None = None) 
     """KEY and DIST checked against ``model`` (the MuJoCo C model: its names and fields). ``member``: the System
     member whose model ``model`` is (keys then start with ``"<member>."``); "" for a scene's own model; None:
     read from the key (``member_of``: the file summary, which has one model)."""
-    if not isinstance(key, str) or KEY_SYNTAX.match(key) is None:
+    match = KEY_SYNTAX.match(key) if isinstance(key, str) else None
+    if match is None:
         raise RolloutError(f"randomize: key {key!r} is not 'field', 'field:name' or either with '[i]' "
                            f"(e.g. 'body_mass:torso', 'geom_friction:floor[0]', 'opt.gravity[2]'; a System's "
                            f"member: 'arm.body_mass:link1')")
     dist = parse_dist(key, text)
-    name, comp = KEY_SYNTAX.match(key).groups()
+    name, comp = match.groups()
     found = member_of(model, name)
     member = found if member is None else member
     if member and not name.startswith(member + "."):
@@ -169,7 +170,7 @@ def resolve_targets(model: mujoco.MjModel, randomize: dict, member: str | None =
     if not isinstance(randomize, dict):
         raise RolloutError(f"randomize must be a dict {{KEY: DIST}}, got {type(randomize).__name__}")
     targets = tuple(resolve_target(model, k, v, member) for k, v in randomize.items())
-    seen = {}
+    seen: dict[tuple[str, int], str] = {}
     for t in targets:
         for i in t.flat.tolist():
             other = seen.setdefault((t.field, i), t.key)
@@ -319,7 +320,7 @@ def randomized_params(model: mujoco.MjModel, randomize: dict, seed: int, worlds,
             raise RolloutError(f"randomize[{t.key!r}]: this backend's model has no field {t.path!r} of that shape")
     fields = sorted({t.path for t in targets} | set(explicit) | set(derived_fields(model, targets, explicit)))
     fields = [f for f in fields if f in explicit or keep(f, np.shape(field_value(model, f)))]
-    rows = {f: [] for f in fields}
+    rows: dict[str, list[np.ndarray]] = {f: [] for f in fields}
     for i, w in enumerate(np.asarray(worlds).tolist()):
         m = world_model(model, targets, seed, w, {k: v[i] for k, v in explicit.items()})
         for f in fields:
@@ -330,7 +331,7 @@ def randomized_params(model: mujoco.MjModel, randomize: dict, seed: int, worlds,
 
 def field_attrs(randomize: dict, model: mujoco.MjModel) -> dict:
     """{field: {key: dist}}: the distribution strings of each randomized field (the file's attributes)."""
-    out = {}
+    out: dict[str, dict[str, object]] = {}
     for t in resolve_targets(model, randomize):
         out.setdefault(t.field, {})[t.key] = randomize[t.key]
     return out

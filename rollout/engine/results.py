@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
 import numpy as np
 
-from mjharness.integrators import STATUS_OK
+from mjharness.integrators import STATUS_OK, StateLayout
+
+if TYPE_CHECKING:
+    from mjharness.rollout.h5 import RolloutFile
 
 
 class RolloutResult:
@@ -20,9 +26,11 @@ class RolloutResult:
     file_bytes, ...). With ``keep=False`` the trajectory is not held in memory: ``.x`` reads the file.
     """
 
-    def __init__(self, *, time, x, status, status_step, x0, layout, qpos_segment, qvel_segment, path, stats,
-                 carry=None, integrator=None, outputs=None, output_names=(), model_params=None, loop=None,
-                 loop_info=None):
+    def __init__(self, *, time: np.ndarray, x: np.ndarray | None, status: np.ndarray, status_step: np.ndarray,
+                 x0: np.ndarray, layout: StateLayout, qpos_segment: slice | None, qvel_segment: slice | None,
+                 path: str | None, stats: dict, carry: dict | None = None, integrator: object = None,
+                 outputs: dict | None = None, output_names: Iterable[str] = (), model_params: dict | None = None,
+                 loop: dict | None = None, loop_info: dict | None = None) -> None:
         self.time = time
         self._x = x
         self.status = status
@@ -72,7 +80,9 @@ class RolloutResult:
         if self._loop_info is None or "episode" not in self._loop_info["names"]:
             return []
         info = self._loop_info
-        return cut_episodes(self.episode, self._loop_entry("episode_start"), self._loop_entry("terminated"),
+        episode = self.episode
+        assert episode is not None  # the run has a termination rule: "episode" is in the loop's names
+        return cut_episodes(episode, self._loop_entry("episode_start"), self._loop_entry("terminated"),
                             self.status, self.status_step, world - info["world_offset"], time=self.time,
                             x=self.x[:, world - info["world_offset"]] if 0 <= world - info["world_offset"] <
                             len(self.status) else None,
@@ -83,20 +93,23 @@ class RolloutResult:
     def outputs(self) -> dict:
         """Recorded outputs, name -> (T, B, ...) (``rollout(outputs=...)``); read from the file with keep=False."""
         if self._outputs is None and self._output_names:
-            from mjharness.rollout.h5 import open_rollout
-
-            with open_rollout(self.path) as f:
+            with self._file() as f:
                 return {name: f.output(name) for name in self._output_names}
         return self._outputs or {}
 
     @property
     def x(self) -> np.ndarray:
         if self._x is None:
-            from mjharness.rollout.h5 import open_rollout
-
-            with open_rollout(self.path) as f:
+            with self._file() as f:
                 return f.x
         return self._x
+
+    def _file(self) -> RolloutFile:
+        """The run's file, which holds what ``keep=False`` did not keep in memory."""
+        from mjharness.rollout.h5 import open_rollout
+
+        assert self.path is not None  # keep=False needs out
+        return open_rollout(self.path)
 
     def _seg(self, seg, what):
         if seg is None:

@@ -68,7 +68,7 @@ class ShardProgress:
         self.initial = int(initial)
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._thread = None
+        self._thread: threading.Thread | None = None
         from tqdm.auto import tqdm
 
         n = len(self.paths)
@@ -114,8 +114,9 @@ class ShardProgress:
 
     def start(self) -> ShardProgress:
         self.update()
-        self._thread = threading.Thread(target=self._run, name="mjharness-shard-progress", daemon=True)
-        self._thread.start()
+        thread = threading.Thread(target=self._run, name="mjharness-shard-progress", daemon=True)
+        self._thread = thread
+        thread.start()
         return self
 
     def close(self, done: bool = False) -> None:

@@ -38,7 +38,7 @@ def draw_params(scene, randomize: dict, seed: int, world_offset: int, B: int, ex
     if owner is not None:  # a System (adapters/system.py)
         from mjharness.adapters.system_types import SystemSpecError
 
-        groups = {}
+        groups: dict[str, tuple[str, dict]] = {}
         for key, dist in randomize.items():
             try:
                 name, member, _ = owner(key if isinstance(key, str) else "")

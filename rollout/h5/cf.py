@@ -51,7 +51,8 @@ SENSOR_UNITS = {
 
 def joint_units(model: mujoco.MjModel) -> tuple[list[str], list[str]]:
     """(units of each qpos component, units of each qvel component) of ``model``."""
-    qpos, qvel = [], []
+    qpos: list[str] = []
+    qvel: list[str] = []
     for j in range(model.njnt):
         t = mujoco.mjtJoint(int(model.jnt_type[j]))
         qpos += _QPOS_UNITS[t]
@@ -195,7 +196,7 @@ def describe(ds, long_name: str, units: str | None) -> None:
         ds.attrs["units"] = units
 
 
-def label_attrs(path: str) -> tuple[str, str]:
+def label_attrs(path: str) -> tuple[str, str | None]:
     """(long_name, units) of a label or axis dataset made by the writer."""
     return VARIABLES.get(path, (f"label of each {path.rsplit('/', 1)[-1].strip('_').replace('_', ' ')}", "1"))
 

@@ -44,8 +44,9 @@ from .tables import read_table, table_sha256, write_table
 def _carry0(spec: FileSpec, carry_layout, B: int) -> np.ndarray | None:
     nc = carry_size(carry_layout)
     if not carry_layout:
-        given = len(spec.carry0) if isinstance(spec.carry0, Mapping) else np.size(spec.carry0)
-        if spec.carry0 is not None and given:
+        c = spec.carry0
+        given = len(c) if isinstance(c, Mapping) else 0 if c is None else np.size(c)
+        if c is not None and given:
             raise RolloutFileError("FileSpec.carry0 is given but carry_layout is empty (no carry to store)")
         return None
     if spec.carry0 is None:

@@ -133,7 +133,7 @@ def _ref_name(v, f) -> bytes:
     except Exception:  # noqa: BLE001 - any failure to follow it: the same mark before and after a change
         return b"(dangling)"
 def _has_objects(dt: np.dtype) -> bool:
-    if dt.names:
+    if dt.names and dt.fields is not None:
         return any(_has_objects(dt.fields[n][0]) for n in dt.names)
     return dt.kind == "O" or (dt.subdtype is not None and _has_objects(dt.subdtype[0]))
 
@@ -244,7 +244,7 @@ def selection(space) -> tuple:
     if kind != h5py.h5s.SEL_HYPERSLABS or not space.is_regular_hyperslab():
         return ("other", kind, space.get_select_npoints() if kind != h5py.h5s.SEL_ALL else -1)
     U = h5py.h5s.UNLIMITED
-    out = []
+    out: list[tuple[int, ...]] = []
     for start, stride, count, block in zip(*space.get_regular_hyperslab()):
         if count == 1 or (block == stride and count != U) or (block == 1 and stride == 1):
             out.append((start, 1, U if U in (count, block) else count * block))

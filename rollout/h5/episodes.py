@@ -14,7 +14,8 @@ from mjharness.integrators import STATUS_TERMINATED
 END_REASONS = ("terminated", "failed", "truncated", "running")
 
 
-def episode_table(episode, episode_start, pending, status, status_step, *, record_every: int, steps: int,
+def episode_table(episode: np.ndarray, episode_start: np.ndarray, pending: np.ndarray, status: np.ndarray,
+                  status_step: np.ndarray, *, record_every: int, steps: int,
                   samples_done: int, complete: bool, world_offset: int = 0) -> list[dict]:
     """Rows ``{world, episode, start_step, end_step, end, samples}`` from the recorded samples: ``episode``,
     ``episode_start`` and ``pending`` (T, B) as the carry holds them, the final ``status``/``status_step`` (B,).
@@ -62,10 +63,11 @@ def episode_table(episode, episode_start, pending, status, status_step, *, recor
     return rows
 
 
-def cut_episodes(episode, episode_start, pending, status, status_step, w: int, *, time, x, record_every: int,
+def cut_episodes(episode: np.ndarray, episode_start: np.ndarray, pending: np.ndarray, status: np.ndarray,
+                 status_step: np.ndarray, w: int, *, time: np.ndarray, x: np.ndarray | None, record_every: int,
                  steps: int, complete: bool, world_offset: int = 0) -> list[dict]:
     """The episodes of local world ``w`` (``episode_table`` rows) with their recorded ``time`` (m,) and ``x``
-    (m, n) cut out; ``x``: that world's samples (T, n)."""
+    (m, n) cut out; ``x``: that world's samples (T, n) (None: ``w`` is out of range, refused)."""
     if not 0 <= w < np.shape(status)[0]:
         raise IndexError(f"world {w + world_offset} is not in this run's worlds {world_offset}.."
                          f"{world_offset + np.shape(status)[0] - 1}")

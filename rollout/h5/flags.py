@@ -38,7 +38,8 @@ def flagged_in_file(f, first_row: int = 0) -> dict:
         ds = f.h5["outputs"][name]
         per_row = max(1, int(np.prod(ds.shape[1:], dtype=np.int64)))
         block = max(1, BLOCK_VALUES // per_row)
-        first, count = {}, {}
+        first: dict[int, int] = {}
+        count: dict[int, int] = {}
         for j0 in range(max(0, first_row), f.samples, block):
             j1 = min(f.samples, j0 + block)
             rows = np.asarray(flags(None, f.read(f"outputs/{name}", np.s_[j0:j1])))

@@ -37,11 +37,14 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import h5py
 import mujoco
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .errors import RolloutFileError  # noqa: F401 - re-exported: where callers have always imported it
 
@@ -119,7 +122,7 @@ class FileSpec:
     source_xml: str | None = None
     assets: dict = field(default_factory=dict)
     carry_layout: tuple = ()
-    carry0: object = None       # (B, nc) array or dict name -> (B, ...); None when there is no carry
+    carry0: ArrayLike | Mapping[str, ArrayLike] | None = None  # (B, nc) or name -> (B, ...); None: no carry
     outputs: tuple = ()         # ((name, per-world shape, attrs dict, row labels, component labels), ...)
     sensors: tuple = ()         # rows of adapters.outputs.sensor_table (written when "sensordata" is an output)
     model_param_attrs: dict = field(default_factory=dict)  # field -> {attr: value} on /model_params/<field>
@@ -148,7 +151,7 @@ def set_attr(f, key, value) -> None:
     f.attrs[key] = value
 
 
-def decode_attr(v):
+def decode_attr(v: Any) -> Any:
     """An attribute or scalar dataset value as a plain Python value (bytes -> str, numpy -> builtin)."""
     if isinstance(v, bytes):
         v = v.decode()

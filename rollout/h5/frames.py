@@ -13,6 +13,8 @@ vector columns split into ``pos_x``, ``pos_y``, ...), strings as ``str``.
 
 from __future__ import annotations
 
+from typing import Any
+
 import h5py
 import numpy as np
 
@@ -31,13 +33,13 @@ def _dims(ds: h5py.Dataset, T: int, B: int) -> tuple[str, ...]:
         return (name,)
     guess = ("time", "world") if ds.shape[:2] == (T, B) and ds.ndim >= 2 else \
         ("time",) if name == "time" else ("world",) if ds.shape[:1] == (B,) else ()
-    out = []
+    out: list[str] = []
     for i, dim in enumerate(ds.dims):
         try:
-            out.append(dim[0].name.rsplit("/", 1)[-1] if len(dim) else None)
+            scale = dim[0].name.rsplit("/", 1)[-1] if len(dim) else None
         except (OSError, RuntimeError, KeyError):
-            out.append(None)
-        out[-1] = out[-1] or (guess[i] if i < len(guess) else f"{name}_dim{i}")
+            scale = None
+        out.append(scale or (guess[i] if i < len(guess) else f"{name}_dim{i}"))
     return tuple(out)
 
 
@@ -80,7 +82,8 @@ def to_xarray(rf, group: str | None = None):
     g = rf.h5[where] if where else rf.h5
     if not isinstance(g, h5py.Group):
         raise KeyError(f"{rf.path}: /{where} is not a group")
-    coords, data = {}, {}
+    coords: dict[str, Any] = {}
+    data: dict[str, Any] = {}  # name -> xarray.Variable
     T, B = rf.h5["x"].shape[:2]
     for name, ds in g.items():
         if not isinstance(ds, h5py.Dataset) or ds.dtype.names or is_dimension_only(ds):

@@ -40,7 +40,7 @@ class _Check:
 
     def attrs(self, path: str, obj) -> dict:
         """Every attribute of ``obj`` decoded; one that does not read is a problem naming it."""
-        out = {}
+        out: dict[str, object] = {}
         try:
             keys = list(obj.attrs.keys())
         except Exception as e:  # noqa: BLE001 - damaged metadata is a finding, not a crash
@@ -333,7 +333,7 @@ def _check_shards(c: _Check, path: str, attrs: dict, depth: int) -> None:
 
 # -- verify ---------------------------------------------------------------------------------------------
 
-def verify(path, _depth: int = 0) -> VerifyReport:
+def verify(path: str | os.PathLike[str], _depth: int = 0) -> VerifyReport:
     """Check every object, attribute, dimension scale and chunk of the rollout file ``path`` (and of its
     shards, for a joined file). Never raises for anything in the file: a damage is a problem in the report."""
     path = os.fspath(path)
@@ -392,7 +392,7 @@ def _verify_open(c: _Check, path: str, attrs: dict, depth: int) -> None:
 
 # -- repair ---------------------------------------------------------------------------------------------
 
-def repair(path) -> str:
+def repair(path: str | os.PathLike[str]) -> str:
     """Make a file a killed (or failed) SWMR writer left readable by every reader, as ``h5clear -s`` does:
     clear the superblock's "open for write" flags and set its end of allocation to the file's end
     (``superblock.reopen_for_write``). Refused (``FileInUseError``, naming the holder) while a writer holds

@@ -12,6 +12,8 @@ as a single-process file, so xarray/netCDF readers see it the same way (``_mirro
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
+from typing import Any
 
 import h5py
 import numpy as np
@@ -91,12 +93,10 @@ def _join_one(out_f, name, dsets, infos, B_total, axis):
             vds.attrs[key] = value
 
 
-def join_shards(out: str, paths) -> dict:
+def join_shards(out: str, paths: Iterable[str]) -> dict:
     """Write ``out`` over ``paths``; returns {"samples", "complete", "batch"}. Shards sit beside ``out``."""
-    from .axes import _virtual
     from .digest import content_digest, seal
     from .integrity import shard_identity
-    from .layout import vds_segment
 
     infos, B_total = _shard_info(list(paths))
     samples = min(i["samples"] for i in infos)
@@ -110,36 +110,8 @@ def join_shards(out: str, paths) -> dict:
             if f["x"].shape[0] != T:
                 raise RolloutFileError(f"shard {i['path']}: /x has {f['x'].shape[0]} samples allocated, shard 0 {T}")
         with h5py.File(tmp, "w", libver=LIBVER) as g:
-            for k, v in f0.attrs.items():
-                g.attrs[k] = v
-            for k in ("world_offset", "process_index"):
-                if k in g.attrs:
-                    del g.attrs[k]
-            g.attrs["batch"] = B_total
-            if "title" in g.attrs:  # CF: the whole batch, not shard 0's share
-                from . import cf
-
-                g.attrs["title"] = cf.title({k: decode_attr(v) for k, v in g.attrs.items()})
-            g.attrs["samples"] = samples
-            g.attrs["complete"] = complete
-            g.attrs["shards"] = [os.path.basename(i["path"]) for i in infos]
-            g.create_dataset("progress", data=np.array([samples, int(complete)], dtype=np.int64))
-            for name, ds in _datasets(f0):
-                if name in ("progress", "episodes", "episode_row") or _is_world_scale(ds) or name.startswith(INTEGRITY):
-                    continue  # the joined file's own: above, the world axes in _mirror_axes, /episodes and hashes below
-                axis = _axis(name, ds, T, infos[0]["B"])
-                if axis is None and name not in ("qpos", "qvel"):
-                    f0.copy(ds, g, name=name)
-                    continue
-                if axis is not None:
-                    _join_one(g, name, [f[name] for f in files], infos, B_total, axis)
-            _copy_group_attrs(f0, g)
-            _mirror_axes(g, f0, B_total)
-            n = f0["x"].shape[2]
-            for name in ("qpos", "qvel"):
-                if name in f0:
-                    _virtual(g, name, vds_segment(f0[name]), T, B_total, n)  # with their axes
-                    g[name].attrs.update({k: v for k, v in f0[name].attrs.items() if k not in SCALE_ATTRS})
+            _root(g, f0, infos, B_total, samples, complete)
+            _join_datasets(g, files, infos, B_total, T)
             _describe(g)
             g.attrs["shard_digests"] = [shard_identity(i["path"]) for i in infos]  # a replaced shard is told
             if "content_sha256" in g.attrs:  # batch and shards differ from shard 0's settings
@@ -153,6 +125,49 @@ def join_shards(out: str, paths) -> dict:
             os.remove(tmp)
     _episode_table(out, complete)
     return dict(samples=samples, complete=complete, batch=B_total)
+
+
+def _root(g: h5py.File, f0: h5py.File, infos: list[dict], B_total: int, samples: int, complete: bool) -> None:
+    """The joined file's root attributes (shard 0's, for the whole batch) and ``/progress``."""
+    for k, v in f0.attrs.items():
+        g.attrs[k] = v
+    for k in ("world_offset", "process_index"):
+        if k in g.attrs:
+            del g.attrs[k]
+    g.attrs["batch"] = B_total
+    if "title" in g.attrs:  # CF: the whole batch, not shard 0's share
+        from . import cf
+
+        g.attrs["title"] = cf.title({k: decode_attr(v) for k, v in g.attrs.items()})
+    g.attrs["samples"] = samples
+    g.attrs["complete"] = complete
+    g.attrs["shards"] = [os.path.basename(i["path"]) for i in infos]
+    g.create_dataset("progress", data=np.array([samples, int(complete)], dtype=np.int64))
+
+
+def _join_datasets(g: h5py.File, files: list[h5py.File], infos: list[dict], B_total: int, T: int) -> None:
+    """Every dataset of shard 0 in ``g``: per-world and time-major ones virtual over the shards, the rest
+    copied; the groups' attributes, the world axes and the qpos/qvel views."""
+    from .axes import _virtual
+    from .layout import vds_segment
+
+    f0 = files[0]
+    for name, ds in _datasets(f0):
+        if name in ("progress", "episodes", "episode_row") or _is_world_scale(ds) or name.startswith(INTEGRITY):
+            continue  # the joined file's own: above, the world axes in _mirror_axes, /episodes and hashes below
+        axis = _axis(name, ds, T, infos[0]["B"])
+        if axis is None and name not in ("qpos", "qvel"):
+            f0.copy(ds, g, name=name)
+            continue
+        if axis is not None:
+            _join_one(g, name, [f[name] for f in files], infos, B_total, axis)
+    _copy_group_attrs(f0, g)
+    _mirror_axes(g, f0, B_total)
+    n = f0["x"].shape[2]
+    for name in ("qpos", "qvel"):
+        if name in f0:
+            _virtual(g, name, vds_segment(f0[name]), T, B_total, n)  # with their axes
+            g[name].attrs.update({k: v for k, v in f0[name].attrs.items() if k not in SCALE_ATTRS})
 
 
 def _episode_table(out: str, complete: bool) -> None:
@@ -221,6 +236,6 @@ def _mirror_axes(g: h5py.File, f0: h5py.File, B_total: int) -> None:
         g["world_index"].dims[0].attach_scale(g["world"])
 
 
-def shard_attr(path: str, key: str):
+def shard_attr(path: str, key: str) -> Any:
     with open_rollout(path) as f:
         return decode_attr(f.h5.attrs.get(key))

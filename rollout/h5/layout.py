@@ -11,9 +11,11 @@ pairs.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TypeAlias
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from mjharness.integrators import StateError, StateLayout, StateRegistry, StateSpec
 
@@ -26,6 +28,10 @@ _INT_FIELDS = ("offset", "size", "deriv_offset", "deriv_size", "diffusion_offset
 
 def _shape_str(shape) -> str:
     return ",".join(str(int(d)) for d in shape)
+
+
+# A carry layout as given: ordered (name, size) or (name, shape) pairs, or a mapping name -> either.
+CarryLayout: TypeAlias = "Iterable[tuple[str, int | Sequence[int]]] | Mapping[str, int | Sequence[int]]"
 
 
 def _parse_shape(s: str) -> tuple[int, ...]:
@@ -70,12 +76,12 @@ def _carry_slots(carry_layout):
         offset += size
 
 
-def carry_size(carry_layout) -> int:
+def carry_size(carry_layout: CarryLayout) -> int:
     """nc: the length of the flat carry vector of one world."""
     return sum(size for *_, size in _carry_slots(carry_layout))
 
 
-def carry_vector(carry_layout, carry: Mapping) -> np.ndarray:
+def carry_vector(carry_layout: CarryLayout, carry: Mapping) -> np.ndarray:
     """The carry dict (name -> (B, size) or (B, *shape)) as the flat float64 (B, nc) array the file stores."""
     slots = list(_carry_slots(carry_layout))
     names = [s[0] for s in slots]
@@ -96,15 +102,15 @@ def carry_vector(carry_layout, carry: Mapping) -> np.ndarray:
     return np.concatenate(parts, axis=1)
 
 
-def carry_dict(carry_layout, flat) -> dict:
+def carry_dict(carry_layout: CarryLayout, flat: ArrayLike) -> dict[str, np.ndarray]:
     """The flat carry (..., nc) as a dict name -> (..., size), or (..., *shape) for entries declared
     with a shape (copies, in layout order)."""
-    flat = np.asarray(flat)
+    a = np.asarray(flat)
     nc = carry_size(carry_layout)
-    if flat.ndim < 1 or flat.shape[-1] != nc:
-        raise StateError(f"a flat carry must end in its size {nc}, got shape {flat.shape}")
-    lead = flat.shape[:-1]
-    return {name: flat[..., off:off + size].reshape(lead + shape).copy()
+    if a.ndim < 1 or a.shape[-1] != nc:
+        raise StateError(f"a flat carry must end in its size {nc}, got shape {a.shape}")
+    lead = a.shape[:-1]
+    return {name: a[..., off:off + size].reshape(lead + shape).copy()
             for name, shape, off, size in _carry_slots(carry_layout)}
 
 
@@ -135,9 +141,11 @@ def _table(rows: list[dict]) -> np.ndarray:
     dtype = np.dtype([(f, f"S{width[f]}") for f in _STR_FIELDS[:8]] + [(f, "<i8") for f in _INT_FIELDS]
                      + [("noise_slots", f"S{width['noise_slots']}")]
                      + ([("group", f"S{width['group']}")] if any(row["group"] for row in rows) else []))
+    fields = dtype.names
+    assert fields is not None  # a structured dtype, made above
     table = np.zeros(len(rows), dtype=dtype)
     for i, row in enumerate(rows):
-        table[i] = tuple(row[f].encode() if f in _STR_FIELDS else row[f] for f in dtype.names)
+        table[i] = tuple(row[f].encode() if f in _STR_FIELDS else row[f] for f in fields)
     return table
 
 
@@ -155,7 +163,8 @@ def _rows_of(table) -> list[dict]:
     return [{f: value(row, f) for f in _STR_FIELDS + _INT_FIELDS} for row in table]
 
 
-def layout_table(layout: StateLayout, joint_of=None, carry_layout=()) -> np.ndarray:
+def layout_table(layout: StateLayout, joint_of: Callable[[str], str | None] | None = None,
+                 carry_layout: CarryLayout = ()) -> np.ndarray:
     """The layout (and carry rows, if any) as a numpy structured array (the ``/layout`` compound table)."""
     return _table(_state_rows(layout, joint_of) + _carry_rows(carry_layout))
 
@@ -166,7 +175,7 @@ def with_carry_rows(table, carry_layout) -> np.ndarray:
     return _table(states + _carry_rows(carry_layout))
 
 
-def carry_layout_from_table(table) -> tuple[tuple[str, int], ...]:
+def carry_layout_from_table(table: np.ndarray) -> tuple[tuple[str, int], ...]:
     """The (name, size) pairs of the table's carry rows, in vector order (() for a table without any);
     each row's ``shape`` column keeps the shape it was declared with."""
     rows = sorted((row for row in _rows_of(table) if row["update"] == CARRY_UPDATE), key=lambda row: row["offset"])
@@ -184,7 +193,7 @@ def carry_slots_of_table(table) -> dict:
     return {row["name"]: (_parse_shape(row["shape"]), int(row["offset"]), int(row["size"])) for row in rows}
 
 
-def layout_from_table(table) -> StateLayout:
+def layout_from_table(table: np.ndarray) -> StateLayout:
     """Rebuild the ``StateLayout`` of the states a ``/layout`` table describes (carry rows are not
     states) and check every offset matches."""
     rows = sorted((row for row in _rows_of(table) if row["update"] != CARRY_UPDATE), key=lambda row: row["offset"])

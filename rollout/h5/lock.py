@@ -42,7 +42,7 @@ def _in_use(path: str) -> FileInUseError:
 class FileLock:
     """The writer lock of ``path``: ``acquire()`` (or ``with``) raises ``FileInUseError`` naming the holder."""
 
-    def __init__(self, path):
+    def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = os.path.abspath(os.fspath(path))
         self._fd: int | None = None
 
@@ -84,14 +84,14 @@ class FileLock:
     def held(self) -> bool:
         return self._fd is not None
 
-    def __enter__(self):
+    def __enter__(self) -> FileLock:
         return self.acquire()
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.release()
 
 
-def check_not_in_use(path) -> None:
+def check_not_in_use(path: str | os.PathLike[str]) -> None:
     """Raise ``FileInUseError`` when a live writer holds ``path``'s lock (a probe: takes and drops it)."""
     path = os.path.abspath(os.fspath(path))
     if not os.path.exists(lock_path(path)):

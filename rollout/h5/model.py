@@ -10,6 +10,7 @@ checked across processes), which the resume check relies on.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Collection
 from urllib.parse import quote, unquote
 
 import mujoco
@@ -32,7 +33,7 @@ def model_mjb(model: mujoco.MjModel) -> bytes:
     return buf.tobytes()
 
 
-def model_sha256(model) -> str:
+def model_sha256(model: mujoco.MjModel | bytes | str) -> str:
     """Hex SHA-256 of a model: an ``MjModel`` or its MJB bytes hash the MJB; an XML string (the
     digest files before ``/model/mjb`` carry) hashes its UTF-8 text."""
     if isinstance(model, mujoco.MjModel):
@@ -70,7 +71,7 @@ def asset_name(key: str) -> str:
 
 # -- comparing models -----------------------------------------------------------------------------
 
-def model_fields(model) -> dict:
+def model_fields(model: mujoco.MjModel) -> dict[str, np.ndarray]:
     """Every numeric field of an ``MjModel`` by dotted name: the arrays, sizes and flags, the
     ``names``/``paths``/``text_data`` buffers, and each field of ``opt``, ``stat`` and ``vis``."""
     out: dict = {}
@@ -99,7 +100,7 @@ def _bits(v) -> tuple:
     return type(v).__name__, v
 
 
-def model_differences(a: mujoco.MjModel, b: mujoco.MjModel, ignore=NOT_IN_MJB) -> list[str]:
+def model_differences(a: mujoco.MjModel, b: mujoco.MjModel, ignore: Collection[str] = NOT_IN_MJB) -> list[str]:
     """Fields in which two models differ bit for bit (empty: identical), each as 'field: detail'.
     ``ignore``: field names left out (by default the one field a binary model does not carry)."""
     fa, fb = model_fields(a), model_fields(b)

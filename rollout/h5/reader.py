@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from typing import TYPE_CHECKING, Any
 
 import h5py
 import mujoco
@@ -37,6 +38,10 @@ from .provenance import read_code
 from .reading import _AXIS_KEYS, _fields, open_h5, read_error
 from .tables import read_table, table_sha256
 
+if TYPE_CHECKING:
+    import pandas
+    import xarray
+
 MODEL_SOURCES = ("auto", "mjb", "xml")
 # Where each table is, by format version: the version 2 group first, then version 1's compound dataset.
 TABLES = {"layout": ("layout_table", "layout"), "episodes": ("episodes",), "sensors": ("sensors/table",)}
@@ -57,7 +62,7 @@ class RolloutFile:
     access; use as a context manager or call ``close()``.
     """
 
-    def __init__(self, path):
+    def __init__(self, path: str | os.PathLike[str]) -> None:
         path = os.fspath(path)
         if not os.path.isfile(path):
             raise RolloutFileError(f"{path}: no such file")
@@ -72,8 +77,8 @@ class RolloutFile:
             self._f.close()
             raise RolloutFileError(f"{path}: not an mjharness rollout file (no format={FORMAT!r} attribute)")
         self._refuse_missing_shards()
-        self._layout = None
-        self._carry_layout = None
+        self._layout: StateLayout | None = None
+        self._carry_layout: tuple[tuple[str, int], ...] | None = None
 
     @classmethod
     def of_handle(cls, f: h5py.File, path: str) -> RolloutFile:
@@ -96,13 +101,13 @@ class RolloutFile:
                                    f"(its data live in them: copy or move the shards with the file)",
                                    path=self.path, dataset=missing[0])
 
-    def close(self):
+    def close(self) -> None:
         self._f.close()
 
-    def __enter__(self):
+    def __enter__(self) -> RolloutFile:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     @property
@@ -142,7 +147,7 @@ class RolloutFile:
         """Whether the file was written with chunk checksums and a content digest (``integrity`` attribute)."""
         return "integrity" in self._f.attrs
 
-    def read(self, name: str, sel=()) -> np.ndarray:
+    def read(self, name: str, sel: Any = ()) -> np.ndarray:
         """``/name[sel]``, refreshed under SWMR; a failed read raises ``CorruptFileError`` (naming the dataset
         and the chunk) or, for a file still being written, ``FileNotReadyError``."""
         for attempt in range(LIVE_READ_ATTEMPTS if self._swmr else 1):
@@ -468,7 +473,7 @@ class RolloutFile:
 
     # -- generic readers --------------------------------------------------------------------------------
 
-    def to_xarray(self, group: str | None = None):
+    def to_xarray(self, group: str | None = None) -> xarray.Dataset:
         """The datasets of ``group`` (root by default; "outputs", "sensors", "episodes", ...) as an
         ``xarray.Dataset`` with the file's dimension names, coordinates and CF attributes, over the samples
         flushed so far: safe on a file being written (``frames.to_xarray``)."""
@@ -476,7 +481,7 @@ class RolloutFile:
 
         return to_xarray(self, group)
 
-    def to_pandas(self, table: str):
+    def to_pandas(self, table: str) -> pandas.DataFrame:
         """Table ``"episodes"``, ``"contacts"`` or ``"sensors"`` as a ``pandas.DataFrame``: one row per episode,
         per valid contact (of every flushed sample and world; vector columns split ``pos_x``, ...) or per
         sensor, strings as ``str`` (``frames.to_pandas``)."""
@@ -495,6 +500,6 @@ class RolloutFile:
                 f"nc={carry_size(self.carry_layout)}, complete={self.complete})")
 
 
-def open_rollout(path) -> RolloutFile:
+def open_rollout(path: str | os.PathLike[str]) -> RolloutFile:
     """Open a rollout file for reading (see ``RolloutFile``)."""
     return RolloutFile(path)

@@ -3,6 +3,8 @@ which dataset, which chunk, whether the file is being written or damaged; which 
 
 from __future__ import annotations
 
+from typing import Any
+
 import h5py
 
 from .errors import CorruptFileError, FileNotReadyError, RolloutFileError
@@ -31,9 +33,12 @@ def open_h5(path: str) -> tuple[h5py.File, bool]:
     # with growing sleeps for hours, so a damaged closed file must fail fast in a plain open instead.
     st = superblock_state(path)
     live = st is not None and st["checksum_ok"] and st["flags"] != 0
-    attempts = [(True, dict(libver="latest", swmr=True, locking=False))] if live else []
+    attempts: list[tuple[bool, dict[str, Any]]] = []
+    if live:
+        attempts.append((True, dict(libver="latest", swmr=True, locking=False)))
     # The last: this process already holds the file open another way (e.g. xarray), HDF5 wants the same flags.
-    for swmr, kw in (*attempts, (False, dict(locking=False)), (False, {})):
+    attempts += [(False, dict(locking=False)), (False, {})]
+    for swmr, kw in attempts:
         try:
             return h5py.File(path, "r", **kw), swmr
         except OSError as e:

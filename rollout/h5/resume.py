@@ -71,7 +71,7 @@ class ResumeInfo:
     def __post_init__(self):
         object.__setattr__(self, "batch", int(self.x0.shape[0]))
 
-    def setting(self, name: str, default=None):
+    def setting(self, name: str, default: Any = None) -> Any:
         """A run setting as the file recorded it (decoded), or ``default`` when the file has none."""
         v = self.attrs.get(name)
         return default if v is None or v == "" else v
@@ -90,7 +90,7 @@ def _model(f: RolloutFile):
         return None
 
 
-def read_resume(path, *, prefix: bool = False, model: bool = False) -> ResumeInfo:
+def read_resume(path: str | os.PathLike[str], *, prefix: bool = False, model: bool = False) -> ResumeInfo:
     """Everything a resume of ``path`` needs, in one open of the file (``prefix``: also the flushed samples;
     ``model``: also the MjModel that ran)."""
     path = os.fspath(path)

@@ -91,7 +91,9 @@ def reopen_for_write(path: str) -> bool:
         return False
     if st["size"] < st["eoa"]:
         os.truncate(path, st["eoa"])  # zeros where the failed write never landed (never read, see above)
-    sb, size_o = _read(path)
+    got = _read(path)
+    assert got is not None  # superblock_state read this superblock above
+    sb, size_o = got
     fmt = {2: "<H", 4: "<I", 8: "<Q"}[size_o]
     base = struct.unpack_from(fmt, sb, 12)[0]
     # A SWMR writer does not rewrite the end-of-allocation on every flush: chunks written since lie past it.

@@ -25,6 +25,14 @@ def _column(values: np.ndarray) -> np.ndarray:
     return values
 
 
+def _columns(table: np.ndarray) -> tuple[str, ...]:
+    """The column names of the structured array ``table``."""
+    names = table.dtype.names
+    if names is None:
+        raise TypeError(f"a table is a structured array, not an array of {table.dtype}")
+    return names
+
+
 def write_table(parent: h5py.Group, name: str, table: np.ndarray, row_axis: str, row_labels=None,
                 column_attrs: dict | None = None) -> h5py.Group:
     """``parent/name``: the structured array ``table`` as a group of 1-D columns on the dimension ``row_axis``
@@ -35,8 +43,8 @@ def write_table(parent: h5py.Group, name: str, table: np.ndarray, row_axis: str,
     axis = g.create_dataset(row_axis, data=labels)
     axis.make_scale(row_axis)
     axis.attrs.update(long_name=f"row of the {name} table", units="1")
-    g.attrs["columns"] = ",".join(table.dtype.names)
-    for col in table.dtype.names:
+    g.attrs["columns"] = ",".join(_columns(table))
+    for col in _columns(table):
         data = _column(np.asarray(table[col]))
         kw = checksum_kwargs() if data.dtype.kind not in "O" and data.size else {}
         ds = g.create_dataset(col, data=data, chunks=data.shape if kw else None, **kw)
@@ -51,7 +59,7 @@ def table_sha256(table: np.ndarray) -> str:
     little-endian bytes): the same for both storage forms, so a version 2 file's string columns (which HDF5
     stores outside any checksummed chunk) are covered by the ``<table>_sha256`` root attribute."""
     h = hashlib.sha256()
-    for col in table.dtype.names:
+    for col in _columns(table):
         v = np.asarray(table[col])
         h.update(col.encode() + b"\0")
         if _bytes_field(v.dtype):

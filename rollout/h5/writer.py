@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import queue
 import threading
+from collections.abc import Mapping
 
 import h5py
 import numpy as np
@@ -225,7 +226,8 @@ class RolloutWriter:
             raise RolloutFileError(f"{self.path}: a chunk of {m} samples needs carry of shape "
                                    f"{(m,) + self._carry_shape}, got {carry.shape}")
 
-    def put(self, j0: int, time, xs, status, status_step, carry=None, outputs=None) -> None:
+    def put(self, j0: int, time: np.ndarray, xs: np.ndarray, status: np.ndarray, status_step: np.ndarray,
+            carry: np.ndarray | None = None, outputs: Mapping[str, np.ndarray] | None = None) -> None:
         """Queue samples ``j0 .. j0 + len(time)``: states ``xs`` (m, B, n), the carry after each of
         them ``carry`` (m, B, nc) (required exactly when the file has a ``/carry``), and the statuses
         at the chunk's end. Raises ``RolloutWriteError`` when an earlier chunk failed to write."""
@@ -331,9 +333,9 @@ def write_episode_table(path: str, rows: list[dict] | None = None) -> None:
             if int(decode_attr(f.attrs.get("format_version", 1))) < 2:  # a resumed version 1 file keeps its form
                 ds = f.create_dataset("episodes", data=table)
                 ds.attrs["end"] = "terminated | failed | truncated (the run ended) | running"
-                rows = f.create_dataset("episode_row", data=np.arange(len(table), dtype=np.int64))
-                rows.make_scale("episode_row")  # a named axis for generic readers (xarray), not a phony one
-                ds.dims[0].attach_scale(rows)
+                row_axis = f.create_dataset("episode_row", data=np.arange(len(table), dtype=np.int64))
+                row_axis.make_scale("episode_row")  # a named axis for generic readers (xarray), not a phony one
+                ds.dims[0].attach_scale(row_axis)
             else:
                 g = write_table(f, "episodes", table, "episode_row", column_attrs=EPISODE_COLUMNS)
                 g.attrs["long_name"] = "episodes of every world: one row per world and episode"

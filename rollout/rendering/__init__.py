@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -29,6 +31,12 @@ from .options import (
     parse_worlds,
     sheet_samples,
 )
+
+if TYPE_CHECKING:
+    import mujoco
+
+    from mjharness.rollout.engine.results import RolloutResult
+    from mjharness.rollout.h5 import RolloutFile
 
 __all__ = ["render", "RenderError", "OUTPUTS", "LAYOUTS", "DEFAULT_SIZE", "DEFAULT_FPS", "DEFAULT_SHEET_TIMES"]
 
@@ -113,9 +121,11 @@ def _check_tile(size, rows, cols, what) -> tuple[int, int]:
     return tile
 
 
-def render(source, out=None, *, worlds=None, layout: str = "grid", camera: str = "free", size=DEFAULT_SIZE,
-           fps: float = DEFAULT_FPS, speed: float = 1.0, time=None, sheet: int = DEFAULT_SHEET_TIMES,
-           progress: bool = True, model=None):
+def render(source: str | os.PathLike[str] | RolloutFile | RolloutResult, out: str | os.PathLike[str] | None = None,
+           *, worlds: str | int | Sequence[int] | None = None, layout: str = "grid", camera: str = "free",
+           size: str | tuple[int, int] = DEFAULT_SIZE, fps: float = DEFAULT_FPS, speed: float = 1.0,
+           time: str | tuple[float | None, float | None] | None = None, sheet: int = DEFAULT_SHEET_TIMES,
+           progress: bool = True, model: mujoco.MjModel | None = None) -> str | np.ndarray:
     """Render a rollout to ``out`` and return its path, or return the frames (F, H, W, 3) uint8 when ``out``
     is None.
 

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -31,6 +33,9 @@ from .recorded import CrossCheckError, Recorded, abs_diff, comparable_fields, re
 from .reference_file import reference_from_file
 from .reference_model import reference_from_model
 from .report import CrossCheckReport, FieldResult
+
+if TYPE_CHECKING:
+    import mujoco
 
 # MuJoCo C's scheme for each of our integrators that is the same method (``mujoco_integrator=None``).
 C_SCHEME = {"semi_implicit_euler": "Euler", "rk4": "RK4", "implicit_fast": "implicitfast"}
@@ -146,9 +151,11 @@ def _invariants(rec: Recorded, model, ref, simulated_reference: bool):
     return energy, momentum, ref_energy
 
 
-def crosscheck(path, reference="model", fields=None, tol=None, *, energy_tol=None, momentum_tol=None,
-               invariants: bool = True, out=None, plot: bool = True, mujoco_integrator: str | None = None,
-               save_reference=None, ref_dt: float | None = 1e-3) -> CrossCheckReport:
+def crosscheck(path: str | os.PathLike[str], reference: str | os.PathLike[str] = "model",
+               fields: Sequence[str] | None = None, tol: float | Mapping[str, float] | None = None, *,
+               energy_tol: float | None = None, momentum_tol: float | None = None, invariants: bool = True,
+               out: str | os.PathLike[str] | None = None, plot: bool = True, mujoco_integrator: str | None = None,
+               save_reference: str | os.PathLike[str] | None = None, ref_dt: float | None = 1e-3) -> CrossCheckReport:
     """Cross-check the rollout file ``path`` against ``reference`` and return a ``CrossCheckReport``.
 
     reference: ``"model"`` (the reference rigid-body model re-simulated with RK4 from the file's x0 at its
@@ -171,6 +178,7 @@ def crosscheck(path, reference="model", fields=None, tol=None, *, energy_tol=Non
     ref, covered, info, label = _reference(rec, model, reference, mujoco_integrator, ref_dt)
     segs = comparable_fields(rec.layout, model if rec.has_qpos else None)
     names = _field_names(rec, segs, covered, fields)
+    tols: Mapping[str, float | None]
     if tol is None:  # documented defaults, never "no tolerance": a check cannot pass by accident
         kind = "same_scheme" if reference == "mujoco" else "other"
         tols = default_tolerances(names, segs, ref, kind)
@@ -198,12 +206,13 @@ def crosscheck(path, reference="model", fields=None, tol=None, *, energy_tol=Non
     return report
 
 
-def save_reference_file(rec: Recorded, model, ref, covered, out, info) -> None:
+def save_reference_file(rec: Recorded, model: mujoco.MjModel | None, ref: np.ndarray, covered: set[int],
+                        out: str | os.PathLike[str], info: dict) -> None:
     """The reference trajectory as a rollout file (same model, layout, x0 and times as ``rec``); states it
     does not cover stay NaN and are listed in the ``uncovered_states`` attribute."""
     with h5.open_rollout(rec.path) as f:
         table, has_qpos, has_qvel = f.layout_table, "qpos" in f.h5, "qvel" in f.h5
-        saved = dict(mjcf=f.mjcf, mjb=f.mjb, model_signature=f.model_signature, source_xml=f.source_xml,
+        saved: dict[str, Any] = dict(mjcf=f.mjcf, mjb=f.mjb, model_signature=f.model_signature, source_xml=f.source_xml,
                      assets=f.assets, compat_log=f.compat_log)
     attrs = dict(rec.attrs)
     attrs.update(integrator=json.dumps(dict(name="reference", **{k: v for k, v in info.items()

@@ -21,7 +21,8 @@ def _drift(drift, scale, t_axis, stride) -> dict:
                 time_axis=t_axis, stride=stride)
 
 
-def recorded_invariants(model: mujoco.MjModel, x0, x, time, max_evals: int = MAX_INVARIANT_EVALS):
+def recorded_invariants(model: mujoco.MjModel, x0: np.ndarray, x: np.ndarray, time: np.ndarray,
+                        max_evals: int = MAX_INVARIANT_EVALS) -> tuple[dict, dict]:
     """(energy, momentum) dicts for the trajectory x (T, B, n) ([qpos; qvel; ...] first): total energy
     (mj_energyPos + mj_energyVel) and total angular momentum about the system's centre of mass, world axes
     (subtree_angmom of the world body), each as max |value(t) - value(0)| over the samples."""

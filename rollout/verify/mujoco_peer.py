@@ -6,11 +6,12 @@ import copy
 
 import mujoco
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .recorded import CrossCheckError, Recorded, no_model_params, partial_reference, sample_grid
 
 
-def mujoco_peer_trajectory(model: mujoco.MjModel, x0, samples: int, steps_per_sample: int, dt: float,
+def mujoco_peer_trajectory(model: mujoco.MjModel, x0: ArrayLike, samples: int, steps_per_sample: int, dt: float,
                            integrator: str = "RK4", t0: float = 0.0) -> np.ndarray:
     """MuJoCo C ``mj_step`` from each world's x0 = [qpos; qvel; act; ...] (B, >= nq+nv+na):
     (samples, B, nq + nv + na), sample j after (j + 1) * steps_per_sample steps of ``dt``."""

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import mujoco
 import numpy as np
 
+from mjharness.integrators import StateLayout
 from mjharness.integrators.errors import UserError
 from mjharness.rollout.h5 import RolloutFileError, open_rollout
 
@@ -22,7 +23,7 @@ class Recorded:
     time: np.ndarray        # (T,)
     x: np.ndarray           # (T, B, n)
     x0: np.ndarray          # (B, n)
-    layout: object
+    layout: StateLayout
     attrs: dict
     mjcf: str
     status: np.ndarray

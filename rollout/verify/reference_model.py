@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 import mujoco
 import numpy as np
+from numpy.typing import ArrayLike
 
 from mjharness.adapters import RigidBody, rigid_body_from_mjcf
 
@@ -68,6 +69,7 @@ def _rigid_body(rec: Recorded, model: mujoco.MjModel) -> tuple[RigidBody, dict]:
     """The reference body: inertia from the MJCF by our own formulas, else MuJoCo's compiled inertia."""
     bid, name = single_free_body(model, rec.path)
     body = None
+    info: dict[str, object]
     if not name:
         info = {"inertia": "MuJoCo compiled (the free body has no name)"}
     else:
@@ -95,7 +97,7 @@ def _ref_samples(body, x, h, n_sub, samples):
     return jax.lax.scan(outer, x, None, length=samples)
 
 
-def reference_model_trajectory(body, x0, samples: int, steps_per_sample: int, dt: float,
+def reference_model_trajectory(body: RigidBody, x0: ArrayLike, samples: int, steps_per_sample: int, dt: float,
                                chunk: int = 1000) -> np.ndarray:
     """RK4 trajectory of the reference ``body`` from x0 (B, 13): (samples, B, 13), sample j after
     (j + 1) * steps_per_sample steps of ``dt`` (one compiled scan reused for every chunk)."""

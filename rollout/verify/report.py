@@ -84,9 +84,9 @@ class CrossCheckReport:
                  "  no samples",
                  f"  {'field':28s} {'max |diff|':>11s} {'world':>6s} {'at t [s]':>10s} {'tol':>9s}  result"]
         for f in self.fields.values():
-            tol = "-" if f.tol is None else f"{f.tol:.1e}"
+            tol_text = "-" if f.tol is None else f"{f.tol:.1e}"
             res = "" if f.tol is None else ("pass" if f.passed else "FAIL")
-            lines.append(f"  {f.name:28s} {f.max_abs:11.3e} {f.world:6d} {f.time:10.4g} {tol:>9s}  {res}")
+            lines.append(f"  {f.name:28s} {f.max_abs:11.3e} {f.world:6d} {f.time:10.4g} {tol_text:>9s}  {res}")
         for label, d, tol in (("energy drift", self.energy, self.energy_tol),
                               ("ang. momentum drift", self.momentum, self.momentum_tol)):
             if d is not None:
@@ -104,7 +104,7 @@ class CrossCheckReport:
         lines.append(f"  => {'PASS' if self.passed else 'FAIL'}")
         return "\n".join(lines)
 
-    def write(self, prefix, plot: bool = True) -> tuple[str, str | None]:
+    def write(self, prefix: str | os.PathLike[str], plot: bool = True) -> tuple[str, str | None]:
         """Write ``<prefix>.json`` and (``plot``) ``<prefix>.png`` (error vs time); returns both paths."""
         prefix = os.fspath(prefix)
         if prefix.endswith(".json"):
