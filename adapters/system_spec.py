@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import json
+import sys
 from collections.abc import Mapping
 
 import jax.numpy as jnp
@@ -98,9 +99,9 @@ def system_from_spec(path) -> System:
     if path.suffix == ".json":
         spec = json.loads(text)
     else:
-        try:
+        if sys.version_info >= (3, 11):
             import tomllib
-        except ModuleNotFoundError:  # Python 3.10: the same parser as the tomli package
+        else:  # Python 3.10: the same parser as the tomli package
             import tomli as tomllib
 
         spec = tomllib.loads(text)

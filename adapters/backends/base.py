@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
-from mjharness.integrators import ContractError
+from mjharness.integrators import ContractError, Integrator
 from mjharness.integrators.names import BackendName, IntegratorKind, Name, OutputSemantics
 
 if TYPE_CHECKING:
@@ -60,7 +60,7 @@ class ChunkStatic:
             termination rule), or None.
     """
 
-    integ: Any
+    integ: Integrator
     kind: IntegratorKind
     ctrl_mode: CtrlMode
     ctrl_fn: Any

@@ -124,7 +124,7 @@ def _advance_world(scene, st: ChunkStatic):
             x = sc.pre_step(t, x)
         key = step_key(c.seed, wid, k) if kind == IntegratorKind.STOCHASTIC else None  # global indices
         xn, cn, code = integ.step(sc, t, c.dt, x, u, cin, key)  # one contract, every kind (integrators/base.py)
-        cn = {**carry, **cn} if threaded else carry
+        cn = {**carry, **(cn or {})} if threaded else carry
         xn = jnp.asarray(xn, x.dtype)
         code = jnp.asarray(code).astype(jnp.int8)
         if u is not None and mode != "array":  # a function's control (arrays are checked before the run)

@@ -66,6 +66,12 @@ def _start_state(plan: Plan):
     return x, carry, status, status_step
 
 
+def _carry0(plan: Plan, B: int) -> np.ndarray | None:
+    """The initial carry of every world, flat (B, width), or None when nothing is carried."""
+    flat = _flat_carry({k: v[None] for k, v in plan.carry.initial.items()}, plan.carry.spec, 1, B)
+    return None if flat is None else flat[0]
+
+
 def _flat_carry(carries: dict, spec, S: int, B: int) -> np.ndarray | None:
     if not spec:
         return None
@@ -83,8 +89,7 @@ def _file_spec(plan: Plan, T: int, S: int, compression) -> h5.FileSpec:
         qvel=view.qvel_segment, time_chunk=S, compression=compression,
         sample_dtype="f8" if plan.attrs["x64"] else "f4",  # the file's samples have the run's float width
         carry_layout=tuple((name, tuple(shape)) for name, shape in plan.carry.spec),
-        carry0=_flat_carry({k: v[None] for k, v in plan.carry.initial.items()}, plan.carry.spec, 1, B)[0]
-        if plan.carry.spec else None, outputs=_output_records(plan),
+        carry0=_carry0(plan, B), outputs=_output_records(plan),
         sensors=tuple(sensor_table(model)) if any(o.field == "sensordata" for o in plan.record.outputs) else (),
         carry_views=tuple(name for name in CARRY_VIEWS if name in dict(plan.carry.spec)) if plan.loop.episodes else (),
         source_xml=scene_info(model).source_xml if model is not None else None, code=_code(plan),
@@ -110,7 +115,7 @@ CARRY_VIEWS = (_ep.CTRL, _ep.EPISODE)
 def _param_attrs(plan: Plan) -> dict:
     """{field: {"randomize": {KEY: DIST}}}: each randomized field's distributions, as the file records them."""
     rand = plan.params.randomize or {}
-    out = {}
+    out: dict[str, dict] = {}
     for key, dist in rand.items():
         out.setdefault(key.partition(":")[0].partition("[")[0], {}).setdefault("randomize", {})[key] = dist
     return {name: a for name, a in out.items() if name in plan.params.fields}
@@ -140,6 +145,7 @@ def _input_maker(plan: Plan, i_in: ChunkInput, Bp: int):
         if plan.control.mode != CtrlMode.ARRAY:
             u = put(np.zeros((), np.float64), i_in.ctrl)
         else:
+            assert plan.control.array is not None  # CtrlMode.ARRAY holds the checked array
             u = plan.control.array[:, k:k + plan.record.chunk]
             if u.shape[1] < plan.record.chunk:  # masked steps past the end: any finite value
                 u = np.concatenate([u, np.zeros((B, plan.record.chunk - u.shape[1], u.shape[2]))], axis=1)
@@ -347,7 +353,8 @@ def execute(plan: Plan, *, progress: bool | str | None = None) -> RolloutResult:
         with interrupts.deferred():  # Ctrl-C here leaves a whole (empty, resumable) file, not half of one
             writer = _open_writer(plan, resume, st.samples, compression)
     except BaseException:
-        lock and lock.release()
+        if lock is not None:
+            lock.release()
         raise
     guard = _watchdog(watchdog_s, plan.physics.view.name, B)
     bar = _progress(progress and progress != PHASES, plan.record.steps, plan.start.start_step)
@@ -366,9 +373,11 @@ def execute(plan: Plan, *, progress: bool | str | None = None) -> RolloutResult:
             if writer is not None:
                 writer.close(complete=done)
                 if done and plan.loop.episodes is not None and plan.loop.episodes.terminate is not None:
-                    h5.write_episode_table(plan.record.out)  # /episodes for generic readers (the reader derives it too)
+                    # /episodes for generic readers (the reader derives it too)
+                    h5.write_episode_table(str(plan.record.out))
         finally:
-            lock and lock.release()
+            if lock is not None:
+                lock.release()
     run_s, run_cpu_s = _time.perf_counter() - t_run, _time.process_time() - c_run
     stats = _stats(plan, B, status, flags, wall_s=_time.perf_counter() - t_wall, compile_s=compile_s,
                    trace_s=trace_s, run_s=run_s, run_cpu_s=run_cpu_s, trace_cache=trace_source)
@@ -421,7 +430,7 @@ def _phase_printer(progress):
     return lambda text: tqdm.write(f"rollout: {text}", file=sys.stderr)
 
 
-def _watchdog(watchdog_s, name: str, B):
+def _watchdog(watchdog_s, name: str | None, B):
     from ..diagnostics.watchdog import Watchdog, watchdog_timeout
 
     if watchdog_timeout(watchdog_s) == 0:
