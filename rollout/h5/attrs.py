@@ -38,12 +38,15 @@ def integrator_config(integ: Any) -> dict:
 
 
 def ctrl_attr(mode: str, arr: np.ndarray | None, fn: Any) -> str:
-    """What drove the worlds: an array (by its digest), a function (by name), a controller, or none."""
-    if mode == "array":
+    """What drove the worlds (``mode``: a ``CtrlMode``): an array (by its digest), a function (by name), a
+    controller, or none."""
+    from mjharness.adapters.backends.base import CtrlMode  # on use: importing h5 must load neither JAX nor MuJoCo
+
+    if mode == CtrlMode.ARRAY:
         return "array sha256:" + hashlib.sha256(np.ascontiguousarray(arr).tobytes()).hexdigest()
-    if mode == "callable":
+    if mode == CtrlMode.CALLABLE:
         return f"callable {getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
-    return "controller" if mode == "controller" else "none"
+    return "controller" if mode == CtrlMode.CONTROLLER else "none"
 
 
 def _versions() -> dict:
