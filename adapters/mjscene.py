@@ -168,6 +168,11 @@ class MjScene:
         return self.registry.finalize()
 
     @property
+    def threads(self) -> int | None:
+        """The CPU threads this scene's MuJoCo C evaluations run on (None on MJX and warp)."""
+        return self.backend_impl.threads(self.backend_state)
+
+    @property
     def unroll_stages(self) -> bool:
         """Whether integrators should trace their stages one by one (``rk.rk_stages``): true where a stage is a host
         call (MuJoCo C), cheap to trace s times; MJX traces its model once per stage in a loop instead."""

@@ -212,14 +212,11 @@ def _check_collisions(m, out):
                           "remove the flex/deformable elements, or run this model with MuJoCo C",
                           element="flex", names=names, adapt="none"))
     off = _contacts_off(m)
-    pair_fix = ("add <contact><exclude body1=.. body2=../></contact> for these bodies, change the geom types, "
-                "or load with unsupported_contacts=\"exclude\" (drops exactly these geom pairs and logs each)")
-    if off:
-        pair_fix += "; contacts are disabled by <flag contact=\"disable\"/>, so adapt excludes them automatically"
     adapt = "automatic" if off else "opt-in: unsupported_contacts=\"exclude\""
     bad_geom: dict[int, list] = {}
     elliptic = int(m.opt.cone) == int(mujoco.mjtCone.mjCONE_ELLIPTIC)
-    condim1, all_condims = [], set()
+    condim1: list = []
+    all_condims: set = set()
     gtype = m.geom_type.tolist()
     check_condim = elliptic and not off
     for g1, g2, ip in mjx_geom_pairs(m):
@@ -229,30 +226,10 @@ def _check_collisions(m, out):
             continue  # the common case, kept cheap: nothing to report
         pair_ctx = {"geom1": _geom_ctx(m, g1), "geom2": _geom_ctx(m, g2), "pair": ip if ip >= 0 else None}
         if not ok:
-            unsupported = [g for g, t in ((g1, t1), (g2, t2)) if t not in COLLIDABLE_GEOMS]
-            if unsupported:
-                for g in unsupported:
-                    bad_geom.setdefault(g, []).append(pair_ctx)
-            else:
-                where = f" (explicit <pair> #{ip})" if ip >= 0 else ""
-                out.append(_entry(
-                    "error", "MJX_COLLISION_PAIR_UNSUPPORTED",
-                    f"MJX has no collider for {_enum_name(mujoco.mjtGeom, t1)}-{_enum_name(mujoco.mjtGeom, t2)}: "
-                    f"{_geom_label(m, g1)} and {_geom_label(m, g2)} can collide{where}",
-                    pair_fix, element="geom pair", **pair_ctx, adapt=adapt))
+            _unsupported_pair(m, out, (g1, t1), (g2, t2), ip, pair_ctx, bad_geom, off, adapt)
             continue
         if margin_check:
-            margin = float(m.pair_margin[ip]) if ip >= 0 else float(m.geom_margin[g1] + m.geom_margin[g2])
-            if margin != 0.0:
-                out.append(_entry(
-                    "error", "MJX_MARGIN_UNSUPPORTED",
-                    f"MJX does not implement margins on mesh/height-field collisions: {_geom_label(m, g1)} and "
-                    f"{_geom_label(m, g2)} have margin {margin:g}",
-                    "set margin=\"0\" on these geoms (or on their <pair>); this changes when contacts activate, so "
-                    "it is not adapted automatically" + ("; contacts are disabled by flag, so adapt zeroes the "
-                                                         "margins automatically" if off else ""),
-                    element="geom pair", **pair_ctx, margin=margin,
-                    adapt="automatic" if off else "none"))
+            _check_margin(m, out, g1, g2, ip, pair_ctx, off)
         if check_condim:
             condim = _pair_condim(m, g1, g2, ip)
             all_condims.add(condim)
@@ -267,16 +244,57 @@ def _check_collisions(m, out):
             "unsupported_contacts=\"exclude\" (drops exactly its pairs)", element="geom", geom=_geom_ctx(m, g),
             pairs=pairs, adapt=adapt))
     if check_condim and condim1:
-        only1 = all_condims == {1}
-        out.append(_entry(
-            "error", "MJX_CONDIM_UNSUPPORTED",
-            f"MJX (make_data) refuses condim=1 contacts with the elliptic cone: {len(condim1)} geom pair(s), e.g. "
-            f"{_geom_label(m, condim1[0]['geom1']['id'])} and {_geom_label(m, condim1[0]['geom2']['id'])}",
-            "use cone=\"pyramidal\", or condim 3 or more on these geoms"
-            + ("; every contact of this model is frictionless, where the cone type makes no difference, so "
-               "adapt switches to the pyramidal cone" if only1 else
-               "; not adapted automatically (other contacts have friction, whose cone would change)"),
-            element="geom pair", pairs=condim1, adapt="automatic" if only1 else "none"))
+        _condim1_entry(m, out, condim1, all_condims == {1})
+
+
+def _unsupported_pair(m, out, gt1, gt2, ip, pair_ctx, bad_geom, off, adapt):
+    """A pair MJX has no collider for: each geom type MJX cannot collide at all is gathered per geom (reported
+    once, with its pairs), else the pair of types is reported."""
+    (g1, t1), (g2, t2) = gt1, gt2
+    unsupported = [g for g, t in (gt1, gt2) if t not in COLLIDABLE_GEOMS]
+    for g in unsupported:
+        bad_geom.setdefault(g, []).append(pair_ctx)
+    if unsupported:
+        return
+    pair_fix = ("add <contact><exclude body1=.. body2=../></contact> for these bodies, change the geom types, "
+                "or load with unsupported_contacts=\"exclude\" (drops exactly these geom pairs and logs each)")
+    if off:
+        pair_fix += "; contacts are disabled by <flag contact=\"disable\"/>, so adapt excludes them automatically"
+    where = f" (explicit <pair> #{ip})" if ip >= 0 else ""
+    out.append(_entry(
+        "error", "MJX_COLLISION_PAIR_UNSUPPORTED",
+        f"MJX has no collider for {_enum_name(mujoco.mjtGeom, t1)}-{_enum_name(mujoco.mjtGeom, t2)}: "
+        f"{_geom_label(m, g1)} and {_geom_label(m, g2)} can collide{where}",
+        pair_fix, element="geom pair", **pair_ctx, adapt=adapt))
+
+
+def _check_margin(m, out, g1, g2, ip, pair_ctx, off):
+    """MJX has no margins on mesh/height-field collisions."""
+    margin = float(m.pair_margin[ip]) if ip >= 0 else float(m.geom_margin[g1] + m.geom_margin[g2])
+    if margin == 0.0:
+        return
+    out.append(_entry(
+        "error", "MJX_MARGIN_UNSUPPORTED",
+        f"MJX does not implement margins on mesh/height-field collisions: {_geom_label(m, g1)} and "
+        f"{_geom_label(m, g2)} have margin {margin:g}",
+        "set margin=\"0\" on these geoms (or on their <pair>); this changes when contacts activate, so "
+        "it is not adapted automatically" + ("; contacts are disabled by flag, so adapt zeroes the "
+                                             "margins automatically" if off else ""),
+        element="geom pair", **pair_ctx, margin=margin,
+        adapt="automatic" if off else "none"))
+
+
+def _condim1_entry(m, out, condim1, only1: bool):
+    """MJX's make_data refuses condim=1 contacts with the elliptic cone."""
+    out.append(_entry(
+        "error", "MJX_CONDIM_UNSUPPORTED",
+        f"MJX (make_data) refuses condim=1 contacts with the elliptic cone: {len(condim1)} geom pair(s), e.g. "
+        f"{_geom_label(m, condim1[0]['geom1']['id'])} and {_geom_label(m, condim1[0]['geom2']['id'])}",
+        "use cone=\"pyramidal\", or condim 3 or more on these geoms"
+        + ("; every contact of this model is frictionless, where the cone type makes no difference, so "
+           "adapt switches to the pyramidal cone" if only1 else
+           "; not adapted automatically (other contacts have friction, whose cone would change)"),
+        element="geom pair", pairs=condim1, adapt="automatic" if only1 else "none"))
 
 
 def _check_ignored(m, out):

@@ -201,6 +201,10 @@ class Backend:
         compiled ``model``, its runtime ``data`` and the constructor options; made again when the model changes."""
         return None
 
+    def threads(self, state: Any) -> int | None:
+        """The host threads a scene's evaluations run on (``MjScene.threads``); None where the backend has none."""
+        return None
+
     def data_template(self, state: Any) -> Any:
         """The MJX data of a scene's runtime values that ``MjScene.to_mjx`` writes states into, from the scene's
         ``state``; None for a backend without MJX data."""

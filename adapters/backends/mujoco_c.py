@@ -52,6 +52,9 @@ class MujocoBackend(Backend):
     def scene_state(self, model, data, opts):
         return HostState(_host.HostPool(model, data, opts.get("threads")), {})
 
+    def threads(self, state):
+        return state.pool.threads
+
     def evaluate(self, scene, t, x, ctrl, ws, *, mode="forward", h=0.0, force=None):
         """MuJoCo C at this stage (one world; vmap makes it one batched host call): ``HostData``.
         ``force`` (k, nv) constant: ``HostData.minv_f`` holds M(q)^-1 of its rows (joint-noise diffusion)."""

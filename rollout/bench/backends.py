@@ -74,7 +74,7 @@ def backend_scene(scene, name, nthread=None):
 def setup_backend_peer(name, scene, x0, *, steps, dt, nthread=None):
     other = backend_scene(scene, name, nthread)
     integ = PEER_SCHEME.get(name) or scene_scheme(other) or "semi_implicit_euler"
-    threads = getattr(getattr(other, "_host", None), "threads", None)
+    threads = other.threads
     randomize = RANDOMIZE if name.endswith("_randomized") else None
     loop = {}
     if name.endswith("_closed_loop"):

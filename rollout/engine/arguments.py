@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import os
-from typing import Any, TypeAlias
+from typing import TypeAlias
 
 import mujoco
 
-from mjharness.integrators import Model
+from mjharness.integrators import Integrator, Model
 
 # A scene as ``rollout`` and ``make_plan`` take it: an ``MjScene`` or any model with ``.layout`` and ``.dynamics``
 # (``integrators.contracts.Model``), an ``MjModel``, a path (MJCF, or a System spec .toml/.json), an XML string
@@ -15,9 +15,8 @@ from mjharness.integrators import Model
 SceneLike: TypeAlias = "Model | mujoco.MjModel | str | os.PathLike[str]"
 
 # An integrator as ``rollout`` takes it: an integrator object, its class, a registered name, or None (the scene's
-# own); ``integrators.resolve_integrator`` turns it into an object. Any: the integrator classes share no base
-# that every accepted form satisfies (a name is a str, a class a type).
-IntegratorLike: TypeAlias = Any
+# own); ``integrators.resolve_integrator`` turns it into an object.
+IntegratorLike: TypeAlias = "Integrator | type[Integrator] | str | None"
 
 # A file path as the file functions take it.
 PathLike: TypeAlias = "str | os.PathLike[str]"

@@ -22,9 +22,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from mjharness.adapters.backends.base import ChunkStatic  # the chunk's static part, as backends are handed it
+from mjharness.adapters.backends.base import ChunkStatic, CtrlMode  # ChunkStatic: as backends are handed it
 from mjharness.adapters.contacts import WORLD_AXIS
 from mjharness.integrators import STATUS_NONFINITE, STATUS_NONFINITE_CTRL, IntegratorKind
+from mjharness.integrators.names import OutputSemantics
 from mjharness.integrators.prng import step_key
 
 from .. import cache
@@ -88,8 +89,8 @@ def _outputs_batched(scene, st: ChunkStatic):
         return evaluate_outputs(sc, st.outputs, t, x, u, carry)
 
     # Named: MuJoCo Warp's shared contact arena is read by world index (adapters.contacts.WORLD_AXIS).
-    return jax.vmap(world, in_axes=(0, 0, None, 0 if st.ctrl_mode in ("array", "controller") else None, 0),
-                    axis_name=WORLD_AXIS)
+    u_axis = 0 if st.ctrl_mode in (CtrlMode.ARRAY, CtrlMode.CONTROLLER) else None
+    return jax.vmap(world, in_axes=(0, 0, None, u_axis, 0), axis_name=WORLD_AXIS)
 
 
 def _integrator_carry(st: ChunkStatic) -> tuple:
@@ -113,11 +114,11 @@ def _advance_world(scene, st: ChunkStatic):
         x_before, carry_before = x, carry
         if ep is not None:  # a new episode where the last one ended; the controller's u (episodes.py)
             x, carry, u_loop = _ep.begin(ep, sc, t, k, x, carry, live, wid, c.seed, reset)
-            u = u_loop if mode == "controller" else u
-        if mode == "callable":
+            u = u_loop if mode == CtrlMode.CONTROLLER else u
+        if mode == CtrlMode.CALLABLE:
             u = ctrl_fn(t, x, wid) if _ep.takes_world(ctrl_fn) else ctrl_fn(t, x)
             carry = _ep.applied(ep, carry, u) if ep is not None else carry
-        elif mode == "none":
+        elif mode == CtrlMode.NONE:
             u = None
         cin = {n: carry[n] for n in integ_names} if threaded else None  # integrators without a carry: as before
         if callable(getattr(sc, "pre_step", None)):  # a System's per-model pre-step hooks
@@ -127,7 +128,7 @@ def _advance_world(scene, st: ChunkStatic):
         cn = {**carry, **(cn or {})} if threaded else carry
         xn = jnp.asarray(xn, x.dtype)
         code = jnp.asarray(code).astype(jnp.int8)
-        if u is not None and mode != "array":  # a function's control (arrays are checked before the run)
+        if u is not None and mode != CtrlMode.ARRAY:  # a function's control (arrays are checked before the run)
             code = jnp.where(code != 0, code, jnp.where(jnp.all(jnp.isfinite(u)), 0, STATUS_NONFINITE_CTRL)
                              .astype(jnp.int8))
         code = jnp.where(code != 0, code, jnp.where(jnp.all(jnp.isfinite(xn)), 0, STATUS_NONFINITE).astype(jnp.int8))
@@ -140,20 +141,20 @@ def _advance_world(scene, st: ChunkStatic):
             carry, status, status_step = _ep.end(ep, sc, t + c.dt, k, x, carry, ok, status, status_step, wid)
         return x, carry, status, status_step
 
-    u_axis = 0 if mode == "array" else None
+    u_axis = 0 if mode == CtrlMode.ARRAY else None
     return jax.vmap(world, in_axes=(0, 0, 0, 0, None, None, 0, u_axis, 0, 0))
 
 
 def _ctrl_at(st: ChunkStatic, u, t, s: WorldState, wids):
     """The controls an output evaluation sees: the last step's (array; a controller's, held in the carry), the
     policy's at (t, x) (callable)."""
-    if st.ctrl_mode == "callable":
+    if st.ctrl_mode == CtrlMode.CALLABLE:
         if _ep.takes_world(st.ctrl_fn):
             return jax.vmap(st.ctrl_fn, in_axes=(None, 0, 0))(t, s.x, wids)
         return jax.vmap(st.ctrl_fn, in_axes=(None, 0))(t, s.x)
-    if st.ctrl_mode == "controller":
+    if st.ctrl_mode == CtrlMode.CONTROLLER:
         return s.carry[_ep.CTRL]
-    return u if st.ctrl_mode == "array" else None
+    return u if st.ctrl_mode == CtrlMode.ARRAY else None
 
 
 def chunk_fn(scene, st: ChunkStatic):
@@ -164,7 +165,7 @@ def chunk_fn(scene, st: ChunkStatic):
 
     def chunk(state: WorldState, inp: ChunkInput) -> ChunkOutput:
         ks = inp.k0 + jnp.arange(S * R, dtype=inp.k0.dtype).reshape(S, R)  # int32 in a float32 run: no warning
-        us = inp.ctrl.reshape((S, R) + inp.ctrl.shape[1:]) if st.ctrl_mode == "array" else jnp.zeros((S, R))
+        us = inp.ctrl.reshape((S, R) + inp.ctrl.shape[1:]) if st.ctrl_mode == CtrlMode.ARRAY else jnp.zeros((S, R))
 
         def step(s: WorldState, k_u):
             k, u = k_u
@@ -183,8 +184,8 @@ def chunk_fn(scene, st: ChunkStatic):
             s, _ = jax.lax.scan(step, s, (kr[:-1], ur[:-1]))  # all but the last step
             pre = s
             s, _ = step(s, (kr[-1], ur[-1]))
-            k_eval = kr[-1] if st.semantics == "sampled" else kr[-1] + 1
-            at = pre if st.semantics == "sampled" else s
+            k_eval = kr[-1] if st.semantics == OutputSemantics.SAMPLED else kr[-1] + 1
+            at = pre if st.semantics == OutputSemantics.SAMPLED else s
             t = inp.consts.t0 + k_eval * inp.consts.dt
             u = _ctrl_at(st, ur[-1], t, at, inp.wids)
             return s, (s.x, s.carry, evaluate(at.x, at.carry, t, u, inp.params))
@@ -209,7 +210,7 @@ def shardings(st: ChunkStatic):
     resets = st.episodes is not None and st.episodes.resets
     cold = {name: b0 for name in _integrator_carry(st)} if resets else {}
     inp = ChunkInput(k0=rep, consts=StepConstants(rep, rep, rep, rep), wids=b0,
-                     ctrl=b1 if st.ctrl_mode == "array" else rep, params=tuple(b0 for _ in st.params),
+                     ctrl=b1 if st.ctrl_mode == CtrlMode.ARRAY else rep, params=tuple(b0 for _ in st.params),
                      reset=(b0, cold) if resets else ())
     out = ChunkOutput(state=state, xs=b1, carries={name: b1 for name, _ in st.carry},
                       outputs={o.name: b1 for o in st.outputs})
@@ -235,7 +236,7 @@ def compiled_chunk(scene, st: ChunkStatic, args: tuple[WorldState, ChunkInput]):
     ins, outs = shardings(st)
     key = None
     # A user function's code cannot be keyed (a ctrl callable, an output function): trace it every process.
-    if st.ctrl_mode not in ("callable", "controller") and st.episodes is None and \
+    if st.ctrl_mode not in (CtrlMode.CALLABLE, CtrlMode.CONTROLLER) and st.episodes is None and \
             not any(o.fn is not None for o in st.outputs):
         key = cache.chunk_key(scene, st.integ, (st.kind, st.ctrl_mode, st.params, st.carry, st.samples,
                                                 st.record_every, st.batch, st.n, st.nu)

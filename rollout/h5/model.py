@@ -16,6 +16,8 @@ from urllib.parse import quote, unquote
 import mujoco
 import numpy as np
 
+from .errors import RolloutFileError
+
 # ``signature`` is the compiler's hash of the spec (used to match a model to its MjSpec); MJB does
 # not hold it, so a loaded model reads 0. The file keeps it as an attribute of /model/mjb instead.
 NOT_IN_MJB = ("signature",)
@@ -60,6 +62,28 @@ def model_from_xml(xml: str, assets: dict | None = None) -> mujoco.MjModel:
 
 
 # Asset names may hold "/" (meshes/arm.stl), which HDF5 reads as a group separator.
+def saved_model(path, mjb: bytes | None, source: str, mjcf: str, assets, written_with: str) -> mujoco.MjModel:
+    """The model a file saved: its MJB (``source`` "auto" or "mjb"), else its XML compiled with ``assets()``
+    (a callable: the assets are read only when the XML is compiled); ``RolloutFileError`` naming ``path``."""
+    if mjb is not None:
+        try:
+            return model_from_mjb(mjb)
+        except Exception as e:  # MuJoCo refuses MJBs of other versions with a ValueError
+            raise RolloutFileError(
+                f"{path}: /model/mjb does not load ({str(e).strip()}); it was written with MuJoCo "
+                f"{written_with}, this is {mujoco.__version__}; "
+                f"model(source='xml') compiles the saved XML instead (not bit-identical)") from None
+    if source == "mjb":
+        raise RolloutFileError(f"{path}: no /model/mjb (written before the binary model was stored); "
+                               f"model(source='xml') compiles the saved XML")
+    if not mjcf:
+        raise RolloutFileError(f"{path}: holds no model (the rolled-out model is not a MuJoCo scene)")
+    try:
+        return model_from_xml(mjcf, assets())
+    except Exception as e:
+        raise RolloutFileError(f"{path}: /model/mjcf does not compile: {str(e).strip()}") from None
+
+
 def asset_key(name: str) -> str:
     """The dataset name under ``/model/assets`` for asset ``name``."""
     return quote(name, safe="")

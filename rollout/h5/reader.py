@@ -33,7 +33,7 @@ from .layout import (
     layout_from_table,
     vds_segment,
 )
-from .model import asset_name, model_from_mjb, model_from_xml
+from .model import asset_name, saved_model
 from .provenance import read_code
 from .reading import _AXIS_KEYS, _fields, open_h5, read_error
 from .tables import read_table, table_sha256
@@ -380,24 +380,8 @@ class RolloutFile:
         if source not in MODEL_SOURCES:
             raise ValueError(f"source must be one of {MODEL_SOURCES}, got {source!r}")
         mjb = self.mjb if source != "xml" else None
-        if mjb is not None:
-            try:
-                return model_from_mjb(mjb)
-            except Exception as e:  # MuJoCo refuses MJBs of other versions with a ValueError
-                raise RolloutFileError(
-                    f"{self.path}: /model/mjb does not load ({str(e).strip()}); it was written with MuJoCo "
-                    f"{self.attrs.get('mujoco_version', '(unknown)')}, this is {mujoco.__version__}; "
-                    f"model(source='xml') compiles the saved XML instead (not bit-identical)") from None
-        if source == "mjb":
-            raise RolloutFileError(f"{self.path}: no /model/mjb (written before the binary model was stored); "
-                                   f"model(source='xml') compiles the saved XML")
-        xml = self.mjcf
-        if not xml:
-            raise RolloutFileError(f"{self.path}: holds no model (the rolled-out model is not a MuJoCo scene)")
-        try:
-            return model_from_xml(xml, self.assets)
-        except Exception as e:
-            raise RolloutFileError(f"{self.path}: /model/mjcf does not compile: {str(e).strip()}") from None
+        return saved_model(self.path, mjb, source, self.mjcf, lambda: self.assets,
+                           self.attrs.get("mujoco_version", "(unknown)"))
 
     @property
     def compat_log(self) -> list:
