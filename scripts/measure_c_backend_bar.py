@@ -138,13 +138,18 @@ def stage_overhead(batch: int, threads: int, repeats: int, mjcf: str | None = No
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     out = []
-    # 200 steps as the bar's other rows; DormandPrince from 1 step, as many as take >= 300 stages.
-    for integ, steps, min_stages in (("euler_maruyama", 200, 0), ("dormand_prince", 1, 300)):
-        row = mod.profile(mjcf or "humanoid", integ, batch, steps, threads, repeats, min_stages)
+    # 200 steps as the bar's other rows; DormandPrince from 1 step, as many as take >= 300 stages; EulerMaruyama
+    # also with joint noise (a stage then solves M(q)^-1 of the noise forces), against mujoco.rollout's step.
+    for integ, steps, min_stages, noise in (("euler_maruyama", 200, 0, None), ("dormand_prince", 1, 300, None),
+                                            ("euler_maruyama", 200, 0, {"abdomen_z": 0.1})):
+        row = mod.profile(mjcf or "humanoid", integ, batch, steps, threads, repeats, min_stages, noise,
+                          vs_rollout=noise is not None)
         runs = ", ".join(f"{x['overhead']:.1%}" for x in row["runs"])
-        print(f"  {integ}: {row['stages']} stages, {row['stage_ms']:.2f} ms a stage, mj_forward "
-              f"{row['mj_forward_ms']:.2f} ms, overhead {row['overhead']:.1%} (median of {runs}; load {row['load']})",
-              flush=True)
+        vs = (f"; {row['vs_rollout']:+.1%} against mujoco.rollout's step ({row['rollout_step_ms']:.2f} ms; runs "
+              + ", ".join(f"{x['vs_rollout']:+.1%}" for x in row["runs"]) + ")") if noise else ""
+        print(f"  {integ}{' + joint noise ' + str(noise) if noise else ''}: {row['stages']} stages, "
+              f"{row['stage_ms']:.2f} ms a stage, mj_forward {row['mj_forward_ms']:.2f} ms, overhead "
+              f"{row['overhead']:.1%} (median of {runs}; load {row['load']}){vs}", flush=True)
         out.append(row)
     return out
 

@@ -11,8 +11,12 @@ through one batched host call (``host._host_call``: a ``buffer_callback`` on XLA
                stages (``host_batch.BatchForward``), or for stages on the per-world loop, a ``Batch.forward``
                of the final states on the same threads: the floor a stage cannot go below
     overhead   total - mj_forward, as a share of total (the issue's bar: <= 15 %)
+    vs_rollout (--vs-rollout) total / the step of ``mujoco.rollout`` with MuJoCo's Euler on the same model,
+               batch, states and threads, timed right after each timed rollout (interleaved) - 1
 
     python scripts/profile_c_stages.py --scene humanoid --batch 1024 --steps 20 --integrator dormand_prince
+    python scripts/profile_c_stages.py --scene /tmp/dmc/humanoid.xml --integrator euler_maruyama --steps 200 \
+        --joint-noise abdomen_z=0.1 --vs-rollout --repeats 3
 
 Timing is only meaningful on a quiet machine: the 1-minute load average is printed with every figure.
 """
@@ -20,6 +24,7 @@ Timing is only meaningful on a quiet machine: the 1-minute load average is print
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import time
@@ -72,13 +77,34 @@ def forward_floor(scene, x, ws, threads: int, repeats: int = 5) -> float:
     return float(np.median(times))
 
 
+def rollout_step_s(m: mujoco.MjModel, x0: np.ndarray, steps: int, threads: int) -> float:
+    """Seconds per step of ``mujoco.rollout`` (MuJoCo's Euler, every step's state kept) from the states ``x0``."""
+    from mujoco import rollout as mjrollout
+
+    m = copy.deepcopy(m)
+    m.opt.integrator = mujoco.mjtIntegrator.mjINT_EULER
+    d, spec = mujoco.MjData(m), mujoco.mjtState.mjSTATE_FULLPHYSICS
+    s0 = np.empty((x0.shape[0], mujoco.mj_stateSize(m, spec)))
+    for i, x in enumerate(x0):
+        d.qpos[:], d.qvel[:], d.act[:] = x[:m.nq], x[m.nq:m.nq + m.nv], x[m.nq + m.nv:]
+        mujoco.mj_getState(m, d, s0[i], spec)
+    buf = np.empty((x0.shape[0], steps, s0.shape[1]))
+    t = time.perf_counter()
+    mjrollout.Rollout(nthread=threads).rollout(m, [mujoco.MjData(m) for _ in range(threads)], s0, nstep=steps,
+                                               state=buf)
+    return (time.perf_counter() - t) / steps
+
+
 def profile(scene_name: str, integrator: str, batch: int, steps: int, threads: int, repeats: int = 1,
-            min_stages: int = 0) -> dict:
+            min_stages: int = 0, joint_noise: dict | None = None, vs_rollout: bool = False) -> dict:
     """The breakdown of one timed rollout, or with ``repeats`` > 1 of the timed rollout with the median overhead
     (every run's overhead and load in ``runs``). ``min_stages``: more steps (a multiple of ``steps``) when ``steps``
     take fewer stages (an adaptive method), so that the run's fixed costs (the chunk's call, its results) are not
-    counted as a stage's."""
+    counted as a stage's. ``joint_noise``: {joint: sigma} added to the scene (``MjScene.add_joint_noise``: a stage
+    then also solves M(q)^-1 of the noise forces). ``vs_rollout``: time ``mujoco.rollout``'s step after each run."""
     scene = MjScene(scene_name, backend="mujoco", threads=threads)
+    for joint, sigma in (joint_noise or {}).items():
+        scene.add_joint_noise(joint, sigma)
     x0 = initial_states(scene, batch, 0, 0.01)
     dt = float(scene.model.opt.timestep)
     acc = _count_host()
@@ -93,11 +119,16 @@ def profile(scene_name: str, integrator: str, batch: int, steps: int, threads: i
         r = rollout(scene, integrator, dt=dt, steps=steps, x0=x0, progress=False, record_every=steps)
         assert r.stats["trace_cache"] != "host", "this integrator ran whole chunks in C: nothing to profile per stage"
         rows.append(_breakdown(scene, r, acc, threads))
+        if vs_rollout:  # interleaved: MuJoCo's own step of the same worlds right after
+            step_s = rollout_step_s(scene.model, np.asarray(x0), min(steps, 200), threads)
+            rows[-1].update(rollout_step_ms=1e3 * step_s, vs_rollout=rows[-1]["stage_ms"] / (1e3 * step_s) - 1)
     for cls, name in ((HostPool, "evaluate"), (BatchForward, "__call__"), (Batch, "forward")):
         setattr(cls, name, getattr(cls, name).__wrapped__)
-    row = sorted(rows, key=lambda x: x["overhead"])[len(rows) // 2]
-    return dict(scene=scene_name, integrator=integrator, batch=batch, steps=steps, threads=threads, **row,
-                runs=[dict(overhead=x["overhead"], load=x["load"]) for x in rows], mujoco=mujoco.__version__)
+    row = sorted(rows, key=lambda x: x["vs_rollout" if vs_rollout else "overhead"])[len(rows) // 2]
+    runs = [{k: x[k] for k in ("overhead", "vs_rollout", "stage_ms", "rollout_step_ms", "load") if k in x}
+            for x in rows]
+    return dict(scene=scene_name, integrator=integrator, batch=batch, steps=steps, threads=threads,
+                joint_noise=joint_noise or {}, **row, runs=runs, mujoco=mujoco.__version__)
 
 
 def _breakdown(scene, r, acc, threads: int) -> dict:
@@ -122,17 +153,21 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=1, help="timed rollouts per integrator; the median is reported")
     ap.add_argument("--min-stages", type=int, default=0, help="more steps when --steps take fewer stages")
+    ap.add_argument("--joint-noise", nargs="*", default=[], metavar="JOINT=SIGMA", help="joint noise on the scene")
+    ap.add_argument("--vs-rollout", action="store_true", help="also time mujoco.rollout's Euler step, interleaved")
     ap.add_argument("--json")
     a = ap.parse_args()
     rows = []
     for integ in a.integrator:
-        row = profile(a.scene, integ, a.batch, a.steps, a.threads, a.repeats, a.min_stages)
+        noise = {j: float(s) for j, s in (item.split("=") for item in a.joint_noise)}
+        row = profile(a.scene, integ, a.batch, a.steps, a.threads, a.repeats, a.min_stages, noise, a.vs_rollout)
         rows.append(row)
         print(f"{row['scene']} {integ} batch {row['batch']}: {row['stages']} stages, "
               f"per stage {row['stage_ms']:.2f} ms "
               f"= mj_forward {row['mj_forward_ms']:.2f} + host Python/copies {row['host_python_copies_ms']:.2f} "
-              f"+ callback/XLA {row['callback_xla_ms']:.2f}; overhead {row['overhead']:.1%} (load {row['load']})",
-              flush=True)
+              f"+ callback/XLA {row['callback_xla_ms']:.2f}; overhead {row['overhead']:.1%} (load {row['load']})"
+              + (f"; mujoco.rollout's step {row['rollout_step_ms']:.2f} ms: {row['vs_rollout']:+.1%}"
+                 if "vs_rollout" in row else ""), flush=True)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(rows, f, indent=1)
