@@ -14,7 +14,7 @@ import mujoco
 import numpy as np
 
 from mjharness.adapters.backends import CtrlMode
-from mjharness.integrators import StateLayout
+from mjharness.integrators import Model, StateLayout
 from mjharness.integrators.contracts import integrator_carry_spec, scene_carry_spec
 
 from ..errors import RolloutError
@@ -36,7 +36,8 @@ def mujoco_model(scene) -> mujoco.MjModel | None:
     return SceneView.of(scene).model
 
 
-def initial_states(scene, batch: int, seed: int = 0, perturb: float = 0.0, perturb_qpos: float = 0.0) -> np.ndarray:
+def initial_states(scene: Model, batch: int, seed: int = 0, perturb: float = 0.0,
+                   perturb_qpos: float = 0.0) -> np.ndarray:
     """(batch, n) copies of the scene's default state, world i's velocities moved by ``perturb`` * N(0, 1)
     and its positions by ``perturb_qpos`` * N(0, 1) (a resting contact scene stays on its support unless
     positions are asked for). A model without ``qpos_segment``/``qvel_segment`` has every state moved

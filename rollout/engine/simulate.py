@@ -19,6 +19,8 @@ import dataclasses
 import functools
 import math
 import weakref
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import jax
 import jax.numpy as jnp
@@ -28,6 +30,11 @@ from mjharness.integrators import ContractError, check_pair
 from mjharness.scenes.settings import configure
 
 from ..errors import RolloutError
+
+if TYPE_CHECKING:
+    from jax.typing import ArrayLike
+
+    from .arguments import IntegratorLike, SceneLike
 from .announce import compiling
 from .chunk import ChunkInput, ChunkStatic, StepConstants, WorldState, chunk_fn
 from .inputs import carry_plan, check_carry, check_ctrl, check_model_params, check_x0, nu_of
@@ -72,9 +79,10 @@ def make_static(**kw) -> ChunkStatic:
     return ChunkStatic(**{k: v for k, v in kw.items() if k in names})
 
 
-def simulate(scene, integrator, x0, *, dt: float | None, steps: int, ctrl=None, model_params: dict | None = None,
-             record_every: int = 1, carry: dict | None = None, seed: int = 0, chunk: int | None = None,
-             t0: float = 0.0, progress: bool = True):
+def simulate(scene: SceneLike, integrator: IntegratorLike, x0: ArrayLike, *, dt: float | None, steps: int,
+             ctrl: ArrayLike | Callable | None = None, model_params: dict | None = None, record_every: int = 1,
+             carry: dict | None = None, seed: int = 0, chunk: int | None = None, t0: float = 0.0,
+             progress: bool = True) -> tuple[jax.Array, jax.Array]:
     """Simulate ``x0`` (B, n) for ``steps`` steps of ``dt``: ``(time (T,), xs (T, B, n))``, T = steps // record_every.
 
     Pure and jit-able (``x0``, ``ctrl``, ``model_params`` values and ``carry`` may be tracers; ``scene``,
@@ -104,7 +112,7 @@ def simulate(scene, integrator, x0, *, dt: float | None, steps: int, ctrl=None, 
     dt = scene_timestep(scene, dt)
     n = scene.layout.size
     x0 = check_x0(x0, None, scene.layout, shared=True)
-    B = x0.shape[0]
+    B = jnp.shape(x0)[0]
     mode, u, ctrl_fn = check_ctrl(scene, ctrl, B, steps, n, shared=True)
     params = check_param_fields(scene, model_params, B)
     spec, carry0 = carry_plan(scene, integ, dt, B)
