@@ -19,6 +19,7 @@ attributes the method needs (checked once by ``contracts.check_pair``); ``carry_
 
 from __future__ import annotations
 
+import dataclasses
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
@@ -40,16 +41,22 @@ class Integrator(ABC):
     """Base class of every integrator: one fixed-arity ``step`` and a few declarations.
 
     Attributes:
-        name: the registry name (``get_integrator``; the file's ``integrator`` attribute).
+        name: the registry name (``get_integrator``; the file's ``integrator`` attribute); default: the class
+            name in lower case.
         kind: ``IntegratorKind.FIXED`` (default), ``STOCHASTIC`` (``key`` is the step's noise) or ``ADAPTIVE``
             (``h`` is an output interval).
         requires: model attributes the method needs, e.g. ``("second_order",)``; a model without them is
             refused before anything is traced.
     """
 
-    name: ClassVar[str]
+    name: ClassVar[str] = ""
     kind: ClassVar[IntegratorKind] = IntegratorKind.FIXED
     requires: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        if not cls.__dict__.get("name") and not cls.name:  # a user's class without a name: its class name
+            cls.name = cls.__name__.lower()
 
     @abstractmethod
     def step(self, model, t0, h, x, ctrl=None, carry: dict | None = None, key=None) -> StepResult:
@@ -64,5 +71,7 @@ class Integrator(ABC):
         return {}
 
     def config(self) -> dict:
-        """What the file records about the method (``integrator_config``)."""
-        return dict(name=self.name, kind=str(self.kind))
+        """What the file records about the method (``integrator_config``): by default its name and kind, and a
+        dataclass's repr (its settings; another object's repr would hold its address, which changes every run)."""
+        out = dict(name=self.name, kind=str(self.kind))
+        return {**out, "repr": repr(self)} if dataclasses.is_dataclass(self) else out

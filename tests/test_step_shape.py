@@ -90,6 +90,14 @@ class _MyRK4(RK4):
 
 
 def test_a_users_subclass_step_is_the_step_that_runs():
+    assert _MyRK4.name == "rk4"  # inherited: a subclass keeps its parent's name unless it sets one
+    assert type("Ralston", (RK4,), {"name": "ralston"}).name == "ralston"
+
+    class Plain(Integrator):
+        def step(self, model, t0, h, x, ctrl=None, carry=None, key=None):
+            return x, carry, jnp.int32(0)
+
+    assert Plain.name == "plain" and Plain().config() == {"name": "plain", "kind": "fixed"}  # no address in files
     scene, x = Oscillator(), jnp.array([1.0, 0.0])
     doubled = _MyRK4().step(scene, 0.0, H / 2, x)[0]
     np.testing.assert_array_equal(np.asarray(doubled), np.asarray(RK4().step(scene, 0.0, H, x)[0]))
