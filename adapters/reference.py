@@ -20,14 +20,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
+from typing import TypeAlias
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
 
 from mjharness.integrators.errors import UserError
 from mjharness.integrators.rotations import quat_dot, quat_integrate, quat_normalize, quat_to_mat
 from mjharness.scenes.settings import configure
+
+# A free body's state: a FreeJointState or its (..., 13) vector [qpos (7), qvel (6)] (results come back alike).
+State: TypeAlias = "FreeJointState | ArrayLike"
+Vector3: TypeAlias = "ArrayLike | tuple[float, float, float]"  # a 3-vector, or (..., 3)
 
 __all__ = [
     "SpatialInertia", "FreeJointState", "RigidBody", "InertiaError", "MassError", "NonFiniteInertiaError",
@@ -131,13 +137,13 @@ class SpatialInertia:
         object.__setattr__(self, "com", jnp.asarray(c, dtype=jnp.result_type(float)))
         object.__setattr__(self, "inertia", jnp.asarray(I, dtype=jnp.result_type(float)))
 
-    def inertia_about(self, point):
+    def inertia_about(self, point: ArrayLike) -> jax.Array:
         """Inertia tensor about ``point`` (body frame), body axes: parallel-axis theorem."""
         d = jnp.asarray(point, dtype=self.com.dtype) - self.com
         dd = jnp.sum(d * d, axis=-1)[..., None, None]
         return self.inertia + self.mass[..., None, None] * (dd * jnp.eye(3) - d[..., :, None] * d[..., None, :])
 
-    def principal(self):
+    def principal(self) -> tuple[jax.Array, jax.Array]:
         """(moments (3,), rotation (3, 3)) with inertia = R diag(moments) R^T, moments ascending."""
         return principal_axes(self.inertia)
 
@@ -227,7 +233,7 @@ class FreeJointState:
         x = _check_vector(x)
         return cls(x[..., :7], x[..., 7:])
 
-    def to_vector(self):
+    def to_vector(self) -> jax.Array:
         return jnp.concatenate([self.qpos, self.qvel], axis=-1)
 
     @property
@@ -329,16 +335,16 @@ class RigidBody:
         return cls(SpatialInertia.from_mujoco(model, bid), g * (1.0 - float(model.body_gravcomp[bid])))
 
     # -- kinematics of the centre of mass -------------------------------------------------------
-    def com_position(self, state):
+    def com_position(self, state: State) -> jax.Array:
         p, q, _, _ = _split(state)
         return p + _rot(quat_to_mat(q), self.inertia.com)
 
-    def com_velocity(self, state):
+    def com_velocity(self, state: State) -> jax.Array:
         _, q, v, w = _split(state)
         return v + _rot(quat_to_mat(q), jnp.cross(w, self.inertia.com))
 
     # -- dynamics ---------------------------------------------------------------------------------
-    def accelerations(self, state, wrench=None):
+    def accelerations(self, state: State, wrench: ArrayLike | None = None) -> jax.Array:
         """qacc = [a (world, acceleration of the body-frame origin); α (body axes)].
 
         Newton–Euler about the COM: m a_c = f + m g; I_c α + ω × I_c ω = R^T τ. The body-origin
@@ -355,12 +361,12 @@ class RigidBody:
         a = a_c - _rot(R, jnp.cross(alpha, c) + jnp.cross(w, jnp.cross(w, c)))
         return jnp.concatenate([a, alpha], axis=-1)
 
-    def state_derivative(self, state, wrench=None):
+    def state_derivative(self, state: State, wrench: ArrayLike | None = None) -> jax.Array:
         """d/dt [pos; quat; v; ω] (13,): quat-dot = ½ q ⊗ [0, ω] with the quaternion as stored."""
         _, q, v, w = _split(state)
         return jnp.concatenate([v, quat_dot(q, w), self.accelerations(state, wrench)], axis=-1)
 
-    def stepped(self, state, wrench=None, h=1e-3):
+    def stepped(self, state: State, wrench: ArrayLike | None = None, h: float = 1e-3) -> State:
         """One explicit-midpoint step of size ``h`` on R^3 x S^3 x R^6 (second order).
 
         Stage and final quaternions are q ← normalize(q) ⊗ exp(h ω) (body-frame increment), so
@@ -375,7 +381,7 @@ class RigidBody:
                              w + h * acc2[..., 3:]], -1)
         return _like(state, x)
 
-    def stepped_rk4(self, state, wrench=None, h=1e-3):
+    def stepped_rk4(self, state: State, wrench: ArrayLike | None = None, h: float = 1e-3) -> State:
         """Classic RK4 on the 13-vector, quaternion normalised once after the step (see the class)."""
         x = state.to_vector() if isinstance(state, FreeJointState) else _check_vector(state)
         f = lambda y: self.state_derivative(y, wrench)  # noqa: E731
@@ -387,7 +393,8 @@ class RigidBody:
         y = y.at[..., 3:7].set(quat_normalize(y[..., 3:7]))
         return _like(state, y)
 
-    def simulate(self, state, h, steps, wrench=None, method="rk4"):
+    def simulate(self, state: State, h: float, steps: int, wrench: ArrayLike | None = None,
+                 method: str = "rk4") -> jax.Array:
         """Trajectory of ``steps`` steps (jit-compiled scan): (steps + 1, 13) including the start.
 
         ``wrench``: None, a constant (6,) or one per step (steps, 6). ``method``: "rk4" or "midpoint".
@@ -404,23 +411,23 @@ class RigidBody:
         return _simulate(self, x0, w, jnp.asarray(h, x0.dtype), method)
 
     # -- invariants -------------------------------------------------------------------------------
-    def kinetic_energy(self, state):
+    def kinetic_energy(self, state: State) -> jax.Array:
         _, _, _, w = _split(state)
         vc = self.com_velocity(state)
         Iw = jnp.einsum("ij,...j->...i", self.inertia.inertia, w)
         return 0.5 * self.inertia.mass * jnp.sum(vc * vc, -1) + 0.5 * jnp.sum(w * Iw, -1)
 
-    def potential_energy(self, state):
+    def potential_energy(self, state: State) -> jax.Array:
         """-m g·p_c (zero at the world origin), as MuJoCo's energy[0]."""
         return -self.inertia.mass * jnp.sum(self.gravity * self.com_position(state), -1)
 
-    def energy(self, state):
+    def energy(self, state: State) -> jax.Array:
         return self.kinetic_energy(state) + self.potential_energy(state)
 
-    def linear_momentum(self, state):
+    def linear_momentum(self, state: State) -> jax.Array:
         return self.inertia.mass * self.com_velocity(state)
 
-    def angular_momentum(self, state, about=(0.0, 0.0, 0.0)):
+    def angular_momentum(self, state: State, about: Vector3 = (0.0, 0.0, 0.0)) -> jax.Array:
         """World-axes angular momentum about the world point ``about``: R I_c ω + (p_c - about) × m v_c."""
         _, q, _, w = _split(state)
         R = quat_to_mat(q)
@@ -428,7 +435,8 @@ class RigidBody:
         r = self.com_position(state) - jnp.asarray(about, dtype=q.dtype)
         return spin + jnp.cross(r, self.linear_momentum(state))
 
-    def wrench_at(self, state, force, torque=(0.0, 0.0, 0.0), point=None, frame="world"):
+    def wrench_at(self, state: State, force: ArrayLike, torque: Vector3 = (0.0, 0.0, 0.0),
+                  point: ArrayLike | None = None, frame: str = "world") -> jax.Array:
         """Wrench in the model's convention ([f; τ] world axes, at the COM) from a force/torque in
         ``frame`` axes ("world" or "body") with the force acting at body-frame ``point`` (None: COM)."""
         if frame not in ("world", "body"):

@@ -10,16 +10,17 @@ by rejections; without one every interval starts from ``h0`` (default: the whole
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
 
 from . import policies
 from . import tableaux as tb
 from .base import Integrator, StepResult
-from .contracts import scene_part
+from .contracts import Model, scene_part
 from .controller import CONTROLLER_OPTIONS, StepSizeController
 from .names import IntegratorKind
 from .rk import _check_quaternion_stages, _transform, finish_step, rk_stages, rk_step_carry
@@ -75,17 +76,19 @@ class EmbeddedRK(Integrator):
         """``{state: (rtol, atol)}`` after the controller's precedence (``StepSizeController``)."""
         return self.controller.resolve_tolerances(layout)
 
-    def error_ratio(self, layout: StateLayout, err, x_high):
+    def error_ratio(self, layout: StateLayout, err: jax.Array, x_high: jax.Array) -> jax.Array:
         """Largest per-state error ratio of the value-space error ``err`` (one world)."""
         return self.controller.error_ratio(layout, err, x_high)
 
     # -- stepping -------------------------------------------------------------------------------
-    def fixed_step(self, model, t0, h, x, ctrl=None, carry=None):
+    def fixed_step(self, model: Model, t0: ArrayLike, h: ArrayLike, x: ArrayLike, ctrl: ArrayLike | None = None,
+                   carry: dict | None = None) -> tuple[jax.Array, dict | None]:
         """One step of size ``h`` of the propagated (higher-order) solution, no error control:
         ``(x_next, carry_next)``."""
         return rk_step_carry(model, self.tableau, t0, x, h, ctrl, transform=_transform(self, model), carry=carry)
 
-    def step_with_error(self, scene, t, x, h, ctrl=None, *, carry=None):
+    def step_with_error(self, scene: Model, t: ArrayLike, x: ArrayLike, h: ArrayLike, ctrl: ArrayLike | None = None, *,
+                        carry: dict | None = None) -> tuple:
         """(x_next before projection, x_high - x_low in value space, f(t, x)) for one world.
 
         With a scene ``carry`` (the scene's entries only) a fourth item: the last stage's carry proposal.
@@ -94,20 +97,22 @@ class EmbeddedRK(Integrator):
         tab = self.tableau
         K, kept = rk_stages(scene, tab, t, x, h, ctrl, transform=_transform(self, scene), carry=carry)
         inc = h * (jnp.asarray(tab.b, dtype=K.dtype) @ K)
+        assert tab.b_low is not None  # an embedded pair (checked when built)
         dinc = h * (jnp.asarray(np.subtract(tab.b, tab.b_low), dtype=K.dtype) @ K)
         x_high = policies.apply_increment(layout, x, inc)
         res = (x_high, value_difference(layout, x, x_high, inc, dinc), K[0])
         return res if carry is None else res + (kept,)
 
-    def carry_spec(self, model) -> dict[str, tuple[int, ...]]:
+    def carry_spec(self, model: Model) -> dict[str, tuple[int, ...]]:
         """An adaptive world keeps its controller's next step size from one output interval to the next."""
         return {"h_next": ()}
 
-    def init_carry(self, model, dt: float) -> dict:
+    def init_carry(self, model: Model, dt: float) -> dict:
         h0 = self.controller.h0
         return {"h_next": np.float64(dt if h0 is None else h0)}
 
-    def step(self, model, t0, h, x, ctrl=None, carry: dict | None = None, key=None) -> StepResult:
+    def step(self, model: Model, t0: ArrayLike, h: ArrayLike, x: ArrayLike, ctrl: ArrayLike | None = None,
+             carry: dict | None = None, key: Any = None) -> StepResult:
         """Integrate one world over the output interval ``[t0, t0 + h]``: ``(x, carry, status)``.
 
         On status != 0 the world keeps ``x`` (its state at ``t0``); see ``Status``. With a carry the first
@@ -124,7 +129,8 @@ class EmbeddedRK(Integrator):
         out["h_next"] = jnp.where(status == STATUS_OK, info["h"], carry["h_next"]).astype(x_out.dtype)
         return x_out, out, status
 
-    def advance_info(self, scene, t, x, t_end, ctrl=None, h=None, carry=None):
+    def advance_info(self, scene: Model, t: ArrayLike, x: ArrayLike, t_end: ArrayLike, ctrl: ArrayLike | None = None,
+                     h: ArrayLike | None = None, carry: dict | None = None) -> tuple[jax.Array, jax.Array, dict]:
         """One interval ``[t, t_end]`` as ``(x, status, info)``; info: accepted, rejected, h (the next step size to
         try), carry (the scene carry after the last accepted step).
 

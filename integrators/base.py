@@ -21,15 +21,19 @@ from __future__ import annotations
 
 import dataclasses
 from abc import ABC, abstractmethod
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 
 from .names import IntegratorKind
 
+if TYPE_CHECKING:
+    from .contracts import Model
+
 __all__ = ["Integrator", "IntegratorKind", "StepResult", "ok_status"]
 
-StepResult = tuple[Any, "dict | None", Any]  # (x, carry, status)
+StepResult = tuple[Any, "dict | None", Any]  # (x, carry, status): arrays (traced under jit)
 
 
 def ok_status():
@@ -59,14 +63,15 @@ class Integrator(ABC):
             cls.name = cls.__name__.lower()
 
     @abstractmethod
-    def step(self, model, t0, h, x, ctrl=None, carry: dict | None = None, key=None) -> StepResult:
+    def step(self, model: Model, t0: ArrayLike, h: ArrayLike, x: ArrayLike, ctrl: ArrayLike | None = None,
+             carry: dict | None = None, key: Any = None) -> StepResult:
         """Advance one world from ``t0`` to ``t0 + h``: ``(x, carry, status)`` (jit- and vmap-able)."""
 
-    def carry_spec(self, model) -> dict[str, tuple[int, ...]]:
+    def carry_spec(self, model: Model) -> dict[str, tuple[int, ...]]:
         """The integrator's own carry entries, name -> shape (none by default)."""
         return {}
 
-    def init_carry(self, model, dt: float) -> dict:
+    def init_carry(self, model: Model, dt: float) -> dict:
         """The cold values of ``carry_spec``'s entries for a run of output interval ``dt``."""
         return {}
 

@@ -43,17 +43,18 @@ class Model(Protocol):
     @property
     def layout(self) -> StateLayout: ...
 
-    def dynamics(self, t, x, ctrl=None): ...
+    def dynamics(self, t: Any, x: Any, ctrl: Any = None) -> Any: ...
 
 
 class ContractError(UserError, TypeError):
     """A model or integrator lacks what the other needs; the message names both and the missing part."""
 
 
-def integrator_kind(integ) -> IntegratorKind | None:
+def integrator_kind(integ: object) -> IntegratorKind | None:
     """The kind of an ``Integrator`` (an instance or a class), or None when ``integ`` is no integrator."""
-    is_integrator = isinstance(integ, Integrator) or (isinstance(integ, type) and issubclass(integ, Integrator))
-    return IntegratorKind(integ.kind) if is_integrator else None
+    if isinstance(integ, Integrator) or (isinstance(integ, type) and issubclass(integ, Integrator)):
+        return IntegratorKind(integ.kind)
+    return None
 
 
 def check_model(scene) -> None:
@@ -65,7 +66,7 @@ def check_model(scene) -> None:
         raise ContractError(f"{type(scene).__name__}.layout is a {type(scene.layout).__name__}, not a StateLayout")
 
 
-def check_pair(scene, integ) -> IntegratorKind:
+def check_pair(scene: object, integ: Integrator) -> IntegratorKind:
     """Raise ``ContractError`` unless ``integ`` can advance ``scene``; returns the integrator's kind."""
     check_model(scene)
     kind = integrator_kind(integ)

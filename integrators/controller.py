@@ -11,8 +11,10 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
+import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
 
 from .state import StateError, StateLayout
 
@@ -122,14 +124,15 @@ class StepSizeController:
                     h0=self.h0, h_min=self.h_min, max_steps=self.max_steps)
 
     # -- the step size --------------------------------------------------------------------------
-    def first_step(self, t, t_end, h=None):
+    def first_step(self, t: jax.Array, t_end: jax.Array, h: ArrayLike | None = None) -> jax.Array:
         """The first trial step of an interval: ``h`` (a carried proposal) if given, else ``h0``, else the
         whole interval."""
         if h is not None:
             return jnp.asarray(h, t.dtype)
         return t_end - t if self.h0 is None else jnp.asarray(self.h0, t.dtype)
 
-    def next_step(self, h_try, h_prev, ratio, finite, accept, last, order_low: int):
+    def next_step(self, h_try: jax.Array, h_prev: jax.Array, ratio: jax.Array, finite: jax.Array, accept: jax.Array,
+                  last: jax.Array, order_low: int) -> jax.Array:
         """The next trial step after trying ``h_try`` (``h_prev``: the step before the interval end clipped it)."""
         expo = -1.0 / (order_low + 1)
         factor = jnp.where(ratio > 0, self.safety * jnp.where(ratio > 0, ratio, 1.0) ** expo, self.max_factor)
@@ -186,7 +189,7 @@ class StepSizeController:
                 seg_at.append(tol[r.name][1])
         return rt, at, comp, seg, np.array(seg_rt), np.array(seg_at)
 
-    def error_ratio(self, layout: StateLayout, err, x_high):
+    def error_ratio(self, layout: StateLayout, err: jax.Array, x_high: jax.Array) -> jax.Array:
         """Largest per-state error ratio of the value-space error ``err`` (one world)."""
         rt, at, comp, seg, seg_rt, seg_at = self._error_plan(layout)
         ratios = []

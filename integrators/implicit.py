@@ -12,12 +12,13 @@ the scene's projection (MjScene clamps limited activations): MuJoCo's ``mj_advan
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 
 from .base import Integrator, StepResult, ok_status
-from .contracts import ContractError, evaluate, merged, scene_part
+from .contracts import ContractError, Model, evaluate, merged, scene_part
 from .rk import semi_implicit_update
 
 
@@ -29,7 +30,8 @@ class ImplicitFast(Integrator):
     order: ClassVar[int] = 1
     requires: ClassVar[tuple[str, ...]] = ("second_order", "implicit_dynamics")
 
-    def step(self, model, t0, h, x, ctrl=None, carry: dict | None = None, key=None) -> StepResult:
+    def step(self, model: Model, t0: ArrayLike, h: ArrayLike, x: ArrayLike, ctrl: ArrayLike | None = None,
+             carry: dict | None = None, key: Any = None) -> StepResult:
         """One step of size ``h`` (one world): ``(x, carry, status)``."""
         imp = getattr(model, "implicit_dynamics", None)
         if not callable(imp):

@@ -25,15 +25,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction as F
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 
 from . import policies
 from . import tableaux as tb
 from .base import StepResult, ok_status
-from .contracts import evaluate, merged, scene_part
+from .contracts import Model, evaluate, merged, scene_part
 from .policies import dexpinv, has_exp_map_states, rkmk_transform  # noqa: F401  (re-exported)
 from .rk import ExplicitRK, finish_step
 
@@ -97,7 +98,8 @@ class CrouchGrossman3(ExplicitRK):
     tableau: tb.Tableau = CROUCH_GROSSMAN3
     name: ClassVar[str] = "crouch_grossman3"
 
-    def step(self, model, t0, h, x, ctrl=None, carry: dict | None = None, key=None) -> StepResult:
+    def step(self, model: Model, t0: ArrayLike, h: ArrayLike, x: ArrayLike, ctrl: ArrayLike | None = None,
+             carry: dict | None = None, key: Any = None) -> StepResult:
         x_next, carry_next = cg_step_carry(model, self.tableau, t0, x, h, ctrl, carry=carry)
         return x_next, carry_next, ok_status()
 

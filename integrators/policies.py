@@ -15,6 +15,8 @@ loops below run over layout records at trace time only.
 
 from __future__ import annotations
 
+import jax
+
 # The quaternion math lives in ``rotations``; these names stay importable from here.
 from .rotations import dexpinv, quat_dot, quat_exp, quat_integrate, quat_mul, quat_normalize  # noqa: F401
 from .state import StateLayout
@@ -46,7 +48,7 @@ def project(layout: StateLayout, x):
 
 # -- RKMK (Lie-group) stage derivatives for exp-map states: see lie.py ---------------------------
 
-def rkmk_transform(layout: StateLayout, inc, k):
+def rkmk_transform(layout: StateLayout, inc: jax.Array, k: jax.Array) -> jax.Array:
     """Replace each ``quaternion`` state's stage derivative by dexp^{-1}_theta(omega), theta = ``inc``."""
     out = k
     for r in layout.special:

@@ -7,6 +7,7 @@ have been imported; ``register_integrator`` adds a user's own.
 from __future__ import annotations
 
 import inspect
+from typing import Any
 
 from .adaptive import RKF45, BogackiShampine, DormandPrince
 from .base import Integrator
@@ -42,7 +43,7 @@ def integrator_names() -> list[str]:
     return sorted(INTEGRATORS)
 
 
-def get_integrator(name: str, **options):
+def get_integrator(name: str, **options: Any) -> Integrator:
     """An integrator by registry name (case-insensitive, '-' or '_'), built with ``options``."""
     key = _key(name)
     if key not in INTEGRATORS:
@@ -54,7 +55,7 @@ def get_integrator(name: str, **options):
         raise TypeError(f"integrator {key!r} ({cls.__name__}): {e}") from None
 
 
-def resolve_integrator(integ):
+def resolve_integrator(integ: Any) -> Integrator:
     """An integrator object from an object, a class or a registered name; ``ContractError`` otherwise."""
     if isinstance(integ, str):
         try:

@@ -20,15 +20,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 
 from . import policies
 from . import tableaux as tb
 from .base import Integrator, StepResult, ok_status
-from .contracts import evaluate, merged, scene_part
+from .contracts import Model, evaluate, merged, scene_part
 from .policies import has_exp_map_states, rkmk_transform
 from .state import StateError, StateLayout
 
@@ -135,7 +136,8 @@ class ExplicitRK(Integrator):
     def order(self) -> int:
         return self.tableau.order
 
-    def step(self, model, t0, h, x, ctrl=None, carry: dict | None = None, key=None) -> StepResult:
+    def step(self, model: Model, t0: ArrayLike, h: ArrayLike, x: ArrayLike, ctrl: ArrayLike | None = None,
+             carry: dict | None = None, key: Any = None) -> StepResult:
         """One step of size ``h`` from time ``t0`` (one world): ``(x, carry, status)``."""
         x_next, carry_next = rk_step_carry(model, self.tableau, t0, x, h, ctrl, transform=_transform(self, model),
                                            carry=carry)
@@ -284,7 +286,8 @@ class SemiImplicitEuler(Integrator):
     order: ClassVar[int] = 1
     requires: ClassVar[tuple[str, ...]] = ("second_order",)
 
-    def step(self, model, t0, h, x, ctrl=None, carry: dict | None = None, key=None) -> StepResult:
+    def step(self, model: Model, t0: ArrayLike, h: ArrayLike, x: ArrayLike, ctrl: ArrayLike | None = None,
+             carry: dict | None = None, key: Any = None) -> StepResult:
         x = jnp.asarray(x)
         h = jnp.asarray(h, dtype=x.dtype)
         eul = getattr(model, "euler_dynamics", None)

@@ -8,6 +8,7 @@ in MuJoCo's free and ball joints.
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 
 __all__ = ["quat_mul", "quat_normalize", "quat_exp", "quat_integrate", "quat_dot", "quat_to_mat", "mat_to_quat",
@@ -107,7 +108,7 @@ def rot(axis, angle):
     return jnp.eye(3) + jnp.sin(a) * K + (1 - jnp.cos(a)) * (K @ K)
 
 
-def dexpinv(theta, omega):
+def dexpinv(theta: jax.Array, omega: jax.Array) -> jax.Array:
     """theta' for q = q0 ⊗ exp(theta) moving with body angular velocity ``omega``: the inverse right
     Jacobian of SO(3) applied to omega (trailing axis 3; RKMK stage derivatives, see ``lie``)."""
     a2 = jnp.sum(theta * theta, axis=-1, keepdims=True)

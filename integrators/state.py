@@ -18,11 +18,14 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 
 from .errors import UserError
+
+# A value or derivative buffer: a NumPy or JAX array (this module imports no JAX: the CLI's checks use it).
+Buffer: TypeAlias = Any
 
 UPDATE_KINDS = ("euclidean", "quaternion", "quaternion_qdot")
 # Old names that still work, with a DeprecationWarning: "quaternion_highorder" was not higher order.
@@ -257,18 +260,18 @@ class StateLayout:
         if shape is None or len(shape) < 1 or shape[-1] != n:
             raise StateError(f"{what} buffer must have trailing size {n}, got shape {shape}")
 
-    def get(self, x, name: str):
+    def get(self, x: Buffer, name: str) -> Buffer:
         """Read one state from a flat ``(n,)`` or batched ``(..., n)`` value buffer."""
         r = self[name]
         self._check_buffer(x, self.size, "value")
         return x[..., r.offset:r.offset + r.size].reshape(x.shape[:-1] + r.spec.shape)
 
-    def get_deriv(self, dx, name: str):
+    def get_deriv(self, dx: Buffer, name: str) -> Buffer:
         r = self[name]
         self._check_buffer(dx, self.deriv_size, "derivative")
         return dx[..., r.deriv_offset:r.deriv_offset + r.deriv_size].reshape(dx.shape[:-1] + r.spec.deriv_shape)
 
-    def set(self, x, name: str, value):
+    def set(self, x: Buffer, name: str, value: Buffer) -> Buffer:
         """Return a copy of ``x`` with state ``name`` replaced (exact shape; never resizes).
 
         ``value`` has the state's shape, or the batch shape of ``x`` followed by it.
@@ -288,14 +291,14 @@ class StateLayout:
             return out
         return x.at[..., r.offset:r.offset + r.size].set(flat)
 
-    def default_values(self, dtype=np.float64) -> np.ndarray:
+    def default_values(self, dtype: Any = np.float64) -> np.ndarray:
         """Zeros, with identity quaternions for quaternion states."""
         x = np.zeros(self.size, dtype=dtype)
         for r in self.special:
             x[r.offset] = 1.0
         return x
 
-    def reset(self, values: Mapping[str, Any], base=None, batch: int | None = None) -> np.ndarray:
+    def reset(self, values: Mapping[str, Any], base: Buffer | None = None, batch: int | None = None) -> np.ndarray:
         """Build a value buffer from ``values`` by name (exact shapes), over ``base`` or defaults.
 
         Every name and shape is checked before anything is written, so a bad entry changes nothing.

@@ -24,10 +24,13 @@ Brownian path through two solvers).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
+
+import jax
+from jax.typing import ArrayLike
 
 from .base import Integrator, StepResult, ok_status
-from .contracts import ContractError, evaluate, merged, scene_part
+from .contracts import ContractError, Model, evaluate, merged, scene_part
 from .names import IntegratorKind
 from .rk import finish_step
 from .sde import Increments, apply_sde, check_diffusion, resolve, weight
@@ -68,7 +71,8 @@ class _Stochastic(Integrator):
         return dict(name=self.name, kind="stochastic", interpretation=self.interpretation,
                     strong_order=self.strong_order, weak_order=self.weak_order, needs_dZ=self.needs_dZ)
 
-    def step(self, model, t0, h, x, ctrl=None, carry: dict | None = None, key=None) -> StepResult:
+    def step(self, model: Model, t0: ArrayLike, h: ArrayLike, x: ArrayLike, ctrl: ArrayLike | None = None,
+             carry: dict | None = None, key: Any = None) -> StepResult:
         """One step of size ``h`` driven by ``key`` (a PRNG key or increments): ``(x, carry, status)``."""
         if key is None:
             raise ContractError(f"{type(self).__name__} is stochastic: its step needs key= (a PRNG key, e.g. "
@@ -76,7 +80,8 @@ class _Stochastic(Integrator):
         x_next, carry_next = self.update(model, t0, x, h, key, ctrl, carry)
         return x_next, carry_next, ok_status()
 
-    def update(self, scene, t, x, h, noise, ctrl, carry):
+    def update(self, scene: Any, t: ArrayLike, x: ArrayLike, h: ArrayLike, noise: Any, ctrl: ArrayLike | None,
+               carry: dict | None) -> tuple[jax.Array, dict | None]:
         """``(x_next, carry_next)`` of one step (each method's own)."""
         raise NotImplementedError
 
@@ -92,7 +97,8 @@ class EulerMaruyama(_Stochastic):
     strong_order: ClassVar[float] = 0.5
     weak_order: ClassVar[float] = 1.0
 
-    def update(self, scene, t, x, h, noise, ctrl, carry):
+    def update(self, scene: Any, t: ArrayLike, x: ArrayLike, h: ArrayLike, noise: Any, ctrl: ArrayLike | None,
+               carry: dict | None) -> tuple[jax.Array, dict | None]:
         _check_scene(scene, "EulerMaruyama")
         layout = scene.layout
         inc = self.increments(noise, h, layout)
@@ -107,7 +113,8 @@ class StochasticHeun(_Stochastic):
     strong_order: ClassVar[float] = 1.0  # commutative noise; 0.5 in general
     weak_order: ClassVar[float] = 1.0
 
-    def update(self, scene, t, x, h, noise, ctrl, carry):
+    def update(self, scene: Any, t: ArrayLike, x: ArrayLike, h: ArrayLike, noise: Any, ctrl: ArrayLike | None,
+               carry: dict | None) -> tuple[jax.Array, dict | None]:
         _check_scene(scene, "StochasticHeun")
         layout = scene.layout
         inc = self.increments(noise, h, layout)
@@ -130,10 +137,12 @@ class SRA1(_Stochastic):
     weak_order: ClassVar[float] = 2.0
     needs_dZ: ClassVar[bool] = True
 
-    def update(self, scene, t, x, h, noise, ctrl, carry):
+    def update(self, scene: Any, t: ArrayLike, x: ArrayLike, h: ArrayLike, noise: Any, ctrl: ArrayLike | None,
+               carry: dict | None) -> tuple[jax.Array, dict | None]:
         _check_scene(scene, "SRA1")
         layout = scene.layout
         inc = self.increments(noise, h, layout)
+        assert inc.dZ is not None  # needs_dZ: resolve drew it
         i10 = inc.dZ / h  # I_(1,0) / h
         sc = scene_part(scene, carry)
         f1, g0, _ = _drift_diffusion(scene, t, x, ctrl, sc)
