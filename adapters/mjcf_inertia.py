@@ -352,7 +352,7 @@ def spatial_inertia_from_mjcf(src, body: str) -> SpatialInertia:
     return _spatial_inertia(spec, source, body)[0]
 
 
-def rigid_body_from_mjcf(src, body: str) -> RigidBody:
+def rigid_body_from_mjcf(src: str | os.PathLike[str] | mujoco.MjModel, body: str) -> RigidBody:
     """Reference ``RigidBody`` of ``body`` in the MJCF ``src`` (path, XML string, bundled name,
     MjModel from ``load_scene``, or MjSpec).
 

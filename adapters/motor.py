@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
 
 from mjharness.integrators import StateError, StateRegistry, StateSpec
 
@@ -38,13 +40,14 @@ class DCMotor:
     inputs = {"omega": (1,)}
     nu = 0
 
-    def x0(self):
+    def x0(self) -> np.ndarray:
         return np.array([self.i0])
 
-    def torque(self, i):
+    def torque(self, i: ArrayLike) -> ArrayLike:
         return self.k * i
 
-    def dynamics(self, t, x, ctrl=None, *, inputs=None):
+    def dynamics(self, t: ArrayLike, x: jax.Array, ctrl: ArrayLike | None = None, *,
+                 inputs: dict | None = None) -> jax.Array:
         omega = jnp.zeros(1) if not inputs or "omega" not in inputs else jnp.reshape(inputs["omega"], (1,))
         v = self.voltage if ctrl is None else jnp.reshape(ctrl, (1,))
         return (v - self.resistance * x - self.k * omega) / self.inductance

@@ -28,10 +28,13 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
+from typing import Any
 
+import jax
 import jax.numpy as jnp
 import mujoco
 import numpy as np
+from jax.typing import ArrayLike
 from mujoco import mjx
 
 from mjharness.integrators import StateLayout, StateRegistry
@@ -134,17 +137,17 @@ class System:
                 return n, LocalOffset(off - sl.start)
         raise SystemSpecError(f"global offset {off} is outside the system (size {self.layout.size})")
 
-    def value_at(self, x, offset: GlobalOffset, size: int = 1):
+    def value_at(self, x: jax.Array, offset: GlobalOffset, size: int = 1) -> jax.Array:
         """``x[offset:offset+size]`` of the system buffer; refuses a ``LocalOffset``."""
         off = _require(offset, GlobalOffset, "System.value_at")
         return x[..., off:off + size]
 
-    def member_value_at(self, x_member, offset: LocalOffset, size: int = 1):
+    def member_value_at(self, x_member: jax.Array, offset: LocalOffset, size: int = 1) -> jax.Array:
         """``x_member[offset:offset+size]`` of one member's buffer; refuses a ``GlobalOffset``."""
         off = _require(offset, LocalOffset, "System.member_value_at")
         return x_member[..., off:off + size]
 
-    def member_x(self, x, model: str):
+    def member_x(self, x: jax.Array, model: str) -> jax.Array:
         return x[..., self._slices[model]]
 
     # -- what the engine asks of a scene -------------------------------------------------------------
@@ -241,7 +244,8 @@ class System:
             k += nu
         return out
 
-    def dynamics(self, t, x, ctrl=None, *, carry=None):
+    def dynamics(self, t: ArrayLike, x: jax.Array, ctrl: ArrayLike | None = None, *,
+                 carry: dict | None = None) -> Any:
         vals = self._inputs(t, x)
         ctrls = self._member_ctrl(ctrl)
         parts, carry_out = [], {}
@@ -258,7 +262,8 @@ class System:
         dx = jnp.concatenate(parts)
         return dx if carry is None else (dx, carry_out)
 
-    def drift_diffusion(self, t, x, ctrl=None, *, carry=None):
+    def drift_diffusion(self, t: ArrayLike, x: jax.Array, ctrl: ArrayLike | None = None, *,
+                        carry: dict | None = None) -> Any:
         """(derivative, packed diffusion) of the system at one point; with a carry also its proposal."""
         vals = self._inputs(t, x)
         ctrls = self._member_ctrl(ctrl)
@@ -276,7 +281,7 @@ class System:
         out = (jnp.concatenate(fs), _sn.assemble(self.layout.diffusion_size, gs))
         return out if carry is None else (out, carry_out)
 
-    def diffusion(self, t, x, ctrl=None):
+    def diffusion(self, t: ArrayLike, x: jax.Array, ctrl: ArrayLike | None = None) -> jax.Array:
         """Packed diffusion buffer (``layout.diffusion_size``, slots globally canonical); XLA drops the unused drift."""
         return self.drift_diffusion(t, x, ctrl)[1]
 
@@ -285,7 +290,7 @@ class System:
         return any(bool(getattr(m, "diffusion_time_dependent", True)) for m in self.members.values()
                    if m.layout.diffusion_size)
 
-    def pre_step(self, t, x):
+    def pre_step(self, t: ArrayLike, x: jax.Array) -> jax.Array:
         """The members' ``pre_step`` hooks (``fn(t, x_member) -> x_member``), in synchronization order; the
         engine applies it to every world's state before each step (inside the compiled step)."""
         if not any("pre_step" in h for h in self.hooks.values()):
@@ -297,7 +302,7 @@ class System:
             parts.append(xm if hook is None else jnp.asarray(hook(t, xm), xm.dtype).reshape(xm.shape))
         return jnp.concatenate(parts, axis=-1)
 
-    def project(self, x):
+    def project(self, x: jax.Array) -> jax.Array:
         parts = []
         for n, m in self.members.items():
             xm = x[self._slices[n]]

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import sys
 from collections.abc import Mapping
 
+import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
 
 from mjharness.integrators import StateError, StateRegistry
 
@@ -37,10 +40,10 @@ class RigidBodyModel:
         if self._x0.shape != (13,):
             raise StateError(f"RigidBodyModel x0 must have shape (13,), got {self._x0.shape}")
 
-    def x0(self):
+    def x0(self) -> np.ndarray:
         return self._x0.copy()
 
-    def dynamics(self, t, x, ctrl=None):
+    def dynamics(self, t: ArrayLike, x: jax.Array, ctrl: ArrayLike | None = None) -> jax.Array:
         return jnp.concatenate([x[7:10], x[10:13], self.body.accelerations(x)])
 
 
@@ -86,7 +89,7 @@ def _coupling_from_spec(entry: Mapping) -> Coupling:
                     lambda *v: gain * functools.reduce(lambda a, b: a + b, v))
 
 
-def system_from_spec(path) -> System:
+def system_from_spec(path: str | os.PathLike[str]) -> System:
     """A System from a TOML (Python >= 3.11) or JSON file: ``[models.<name>]`` tables (``scene = "arm"``,
     ``dc_motor = {...}`` or ``rigid_body = {scene, body, keyframe}``) in synchronization order, and
     ``[[couplings]]`` entries (reads, writes, gain)."""

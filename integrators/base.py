@@ -21,19 +21,28 @@ from __future__ import annotations
 
 import dataclasses
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import jax.numpy as jnp
 from jax.typing import ArrayLike
 
 from .names import IntegratorKind
+from .state import StateLayout
 
-if TYPE_CHECKING:
-    from .contracts import Model
-
-__all__ = ["Integrator", "IntegratorKind", "StepResult", "ok_status"]
+__all__ = ["Integrator", "IntegratorKind", "Model", "StepResult", "ok_status"]
 
 StepResult = tuple[Any, "dict | None", Any]  # (x, carry, status): arrays (traced under jit)
+
+
+@runtime_checkable
+class Model(Protocol):
+    """The one thing every integrator needs of a model: a layout and the derivative buffer at (t, x)
+    (``contracts`` lists what integrators may ask for besides)."""
+
+    @property
+    def layout(self) -> StateLayout: ...
+
+    def dynamics(self, t: Any, x: Any, ctrl: Any = None) -> Any: ...
 
 
 def ok_status():

@@ -28,22 +28,12 @@ traceback from inside a trace.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
-from .base import Integrator
+from .base import Integrator, Model
 from .errors import UserError
 from .names import IntegratorKind
 from .state import StateLayout
-
-
-@runtime_checkable
-class Model(Protocol):
-    """The one thing every integrator needs: a layout and the derivative buffer at (t, x)."""
-
-    @property
-    def layout(self) -> StateLayout: ...
-
-    def dynamics(self, t: Any, x: Any, ctrl: Any = None) -> Any: ...
 
 
 class ContractError(UserError, TypeError):

@@ -7,6 +7,7 @@ import re
 import weakref
 from dataclasses import dataclass, field
 from importlib import resources
+from typing import TypeAlias
 
 import mujoco
 
@@ -29,6 +30,9 @@ __all__ = ["load_scene", "load_native", "list_scenes", "scene_path", "parse_spec
            "SceneError", "SceneInfo", "check_mjx_trace", "LOAD_CODES"]
 __all__ += ["body_tree", "cutjoints", "aggregation_tree_asd", "supernodes", "Tree", "TopologyError",
             "topology_report", "format_topology"]  # topology
+
+# What a scene is loaded from: a bundled name, an MJCF path, an XML string, or a compiled model.
+SceneSource: TypeAlias = "str | os.PathLike[str] | mujoco.MjModel"
 
 
 @dataclass
@@ -62,7 +66,7 @@ def _describe(src: str) -> str:
     return f"XML string {one[:60]!r}{'...' if len(one) > 60 else ''}"
 
 
-def parse_spec(src) -> tuple[mujoco.MjSpec, str]:
+def parse_spec(src: SceneSource) -> tuple[mujoco.MjSpec, str]:
     """Parse ``src`` (path, XML string or bundled name) into an MjSpec; returns (spec, source text)."""
     if isinstance(src, os.PathLike):
         src = os.fspath(src)
@@ -127,7 +131,7 @@ def parse_message(message: str, xml: str) -> str:
     return head + (f", at: {at}" if at else "")
 
 
-def load_scene(src, *, mjx: str = "adapt", unsupported_contacts: str = "refuse",
+def load_scene(src: SceneSource, *, mjx: str = "adapt", unsupported_contacts: str = "refuse",
                need_sensors: bool = False) -> mujoco.MjModel:
     """Compile an MJCF scene: a file path, an XML string or a bundled name (see ``list_scenes``).
 
@@ -148,7 +152,7 @@ def load_scene(src, *, mjx: str = "adapt", unsupported_contacts: str = "refuse",
     return _remember(model, spec, src, source, log)
 
 
-def load_native(src) -> mujoco.MjModel:
+def load_native(src: SceneSource) -> mujoco.MjModel:
     """Compile an MJCF scene for MuJoCo C as given: no MJX checks, no adaptation (MuJoCo C runs what it
     compiles). Source and saved XML are kept (``scene_info``) as ``load_scene`` keeps them."""
     if isinstance(src, mujoco.MjModel):
