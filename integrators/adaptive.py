@@ -23,7 +23,7 @@ from .base import Integrator, StepResult
 from .contracts import Model, scene_part
 from .controller import CONTROLLER_OPTIONS, StepSizeController
 from .names import IntegratorKind
-from .rk import _check_quaternion_stages, _transform, finish_step, rk_stages, rk_step_carry
+from .rk import _check_quaternion_stages, _transform, finish_step, rk_stages
 from .state import StateLayout
 from .status import STATUS_MAX_STEPS, STATUS_NONFINITE, STATUS_OK, STATUS_UNDERFLOW
 
@@ -81,12 +81,6 @@ class EmbeddedRK(Integrator):
         return self.controller.error_ratio(layout, err, x_high)
 
     # -- stepping -------------------------------------------------------------------------------
-    def fixed_step(self, model: Model, t0: ArrayLike, h: ArrayLike, x: ArrayLike, ctrl: ArrayLike | None = None,
-                   carry: dict | None = None) -> tuple[jax.Array, dict | None]:
-        """One step of size ``h`` of the propagated (higher-order) solution, no error control:
-        ``(x_next, carry_next)``."""
-        return rk_step_carry(model, self.tableau, t0, x, h, ctrl, transform=_transform(self, model), carry=carry)
-
     def step_with_error(self, scene: Model, t: ArrayLike, x: ArrayLike, h: ArrayLike, ctrl: ArrayLike | None = None, *,
                         carry: dict | None = None) -> tuple:
         """(x_next before projection, x_high - x_low in value space, f(t, x)) for one world.

@@ -68,7 +68,7 @@ class Integrator(ABC):
 
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)
-        if not cls.__dict__.get("name") and not cls.name:  # a user's class without a name: its class name
+        if not cls.name:  # a user's class without a name (own or inherited): its class name
             cls.name = cls.__name__.lower()
 
     @abstractmethod

@@ -23,6 +23,7 @@ Brownian path through two solvers).
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -80,10 +81,10 @@ class _Stochastic(Integrator):
         x_next, carry_next = self.update(model, t0, x, h, key, ctrl, carry)
         return x_next, carry_next, ok_status()
 
+    @abstractmethod
     def update(self, scene: Any, t: ArrayLike, x: ArrayLike, h: ArrayLike, noise: Any, ctrl: ArrayLike | None,
                carry: dict | None) -> tuple[jax.Array, dict | None]:
         """``(x_next, carry_next)`` of one step (each method's own)."""
-        raise NotImplementedError
 
     def increments(self, noise, h, layout) -> Increments:
         """The increments this method uses for ``noise`` (a key or prescribed increments)."""

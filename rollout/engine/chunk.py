@@ -120,7 +120,7 @@ def _advance_world(scene, st: ChunkStatic):
             carry = _ep.applied(ep, carry, u) if ep is not None else carry
         elif mode == CtrlMode.NONE:
             u = None
-        cin = {n: carry[n] for n in integ_names} if threaded else None  # integrators without a carry: as before
+        cin = {n: carry[n] for n in integ_names} if threaded else None  # nothing carried: None
         if callable(getattr(sc, "pre_step", None)):  # a System's per-model pre-step hooks
             x = sc.pre_step(t, x)
         key = step_key(c.seed, wid, k) if kind == IntegratorKind.STOCHASTIC else None  # global indices
