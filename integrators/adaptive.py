@@ -1,6 +1,6 @@
 """Adaptive explicit Runge–Kutta: an embedded pair estimates each step's error, a controller sizes the steps.
 
-``EmbeddedRK.step(model, t0, h, x, ctrl, carry, key)`` integrates one output interval ``[t0, t0 + h]`` with as
+``EmbeddedRK.integrate(model, t0, h, x, ctrl, carry, key)`` integrates one output interval ``[t0, t0 + h]`` with as
 many accepted steps as the tolerances need; its ``StepSizeController`` (``controller.py``: tolerances, error
 ratio, next step size) decides. With a carry (the rollout engine threads one) the controller's proposal for the
 next step size, ``h_next``, survives from one interval to the next, so an interval does not re-discover its step
@@ -23,7 +23,7 @@ from .base import Integrator, StepResult
 from .contracts import Model, scene_part
 from .controller import CONTROLLER_OPTIONS, StepSizeController
 from .names import IntegratorKind
-from .rk import _check_quaternion_stages, _transform, finish_step, rk_stages
+from .rk import _check_quaternion_stages, _transform, finish_step, rk_stages, rk_step_carry
 from .state import StateLayout
 from .status import STATUS_MAX_STEPS, STATUS_NONFINITE, STATUS_OK, STATUS_UNDERFLOW
 
@@ -97,6 +97,20 @@ class EmbeddedRK(Integrator):
         res = (x_high, value_difference(layout, x, x_high, inc, dinc), K[0])
         return res if carry is None else res + (kept,)
 
+    def step(self, scene: Model, t: ArrayLike, x: ArrayLike, h: ArrayLike, ctrl: ArrayLike | None = None, *,
+             carry: dict | None = None) -> Any:
+        """One fixed step of the propagated (higher-order) solution, no error control; ``(x, carry)`` with a
+        carry (the scene's entries are kept as the fixed methods keep them)."""
+        x_next, carry_next = rk_step_carry(scene, self.tableau, t, x, h, ctrl, transform=_transform(self, scene),
+                                           carry=carry)
+        return x_next if carry is None else (x_next, carry_next)
+
+    def advance(self, scene: Model, t: ArrayLike, x: ArrayLike, t_end: ArrayLike, ctrl: ArrayLike | None = None, *,
+                carry: dict | None = None) -> Any:
+        """Integrate one world from ``t`` to ``t_end`` (>= t): ``(x, status)``, or ``(x, status, carry)``."""
+        x_out, carry_next, status = self._interval(scene, t, t_end, x, ctrl, carry)
+        return (x_out, status) if carry is None else (x_out, status, carry_next)
+
     def carry_spec(self, model: Model) -> dict[str, tuple[int, ...]]:
         """An adaptive world keeps its controller's next step size from one output interval to the next."""
         return {"h_next": ()}
@@ -105,7 +119,7 @@ class EmbeddedRK(Integrator):
         h0 = self.controller.h0
         return {"h_next": np.float64(dt if h0 is None else h0)}
 
-    def step(self, model: Model, t0: ArrayLike, h: ArrayLike, x: ArrayLike, ctrl: ArrayLike | None = None,
+    def integrate(self, model: Model, t0: ArrayLike, h: ArrayLike, x: ArrayLike, ctrl: ArrayLike | None = None,
              carry: dict | None = None, key: Any = None) -> StepResult:
         """Integrate one world over the output interval ``[t0, t0 + h]``: ``(x, carry, status)``.
 
@@ -113,7 +127,10 @@ class EmbeddedRK(Integrator):
         trial step is ``carry["h_next"]`` (the previous interval's controller proposal) and the scene's entries
         follow the accepted steps.
         """
-        t_end = t0 + h
+        return self._interval(model, t0, t0 + h, x, ctrl, carry)
+
+    def _interval(self, model, t0, t_end, x, ctrl, carry) -> StepResult:
+        """``integrate`` over ``[t0, t_end]`` (``advance`` gives ``t_end`` itself: no ``t0 + (t_end - t0)``)."""
         if carry is None:
             x_out, status, _ = self.advance_info(model, t0, x, t_end, ctrl)
             return x_out, None, status

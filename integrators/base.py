@@ -1,7 +1,12 @@
-"""The one integrator contract: ``Integrator.step(model, t0, h, x, ctrl, carry, key) -> (x, carry, status)``.
+"""The one integrator contract: ``Integrator.integrate(model, t0, h, x, ctrl, carry, key) -> (x, carry, status)``.
 
 Every integrator, built-in or a user's, subclasses ``Integrator`` and writes that one method (as diffrax's
-solvers write ``AbstractSolver.step``). The arguments and the result are the same for every kind:
+solvers write ``AbstractSolver.step``); the engine calls nothing else. The calls users make on one world are
+derived from it, once, here: ``step(scene, t, x, h, ctrl=None) -> x_next`` (fixed),
+``step(scene, t, x, h, noise, ctrl=None) -> x_next`` (stochastic) and ``advance(scene, t, x, t_end,
+ctrl=None) -> (x, status)`` (adaptive); given ``carry=`` they also return the carry after the step.
+
+The arguments and the result of ``integrate`` are the same for every kind:
 
 - ``model``: the scene (``contracts.Model``: a ``layout`` and ``dynamics``); ``t0`` the time at the start;
 - ``h``: the step (fixed and stochastic methods), or the output interval that an adaptive method fills with
@@ -51,7 +56,7 @@ def ok_status():
 
 
 class Integrator(ABC):
-    """Base class of every integrator: one fixed-arity ``step`` and a few declarations.
+    """Base class of every integrator: one fixed-arity ``integrate`` and a few declarations.
 
     Attributes:
         name: the registry name (``get_integrator``; the file's ``integrator`` attribute); default: the class
@@ -71,8 +76,14 @@ class Integrator(ABC):
         if not cls.name:  # a user's class without a name (own or inherited): its class name
             cls.name = cls.__name__.lower()
 
+    def step(self, scene: Model, t: ArrayLike, x: ArrayLike, h: ArrayLike, ctrl: ArrayLike | None = None, *,
+             carry: dict | None = None) -> Any:
+        """``x`` after one step of size ``h`` from ``t`` (one world); ``(x, carry)`` when a carry is given."""
+        x_next, carry_next, _ = self.integrate(scene, t, h, x, ctrl, carry, None)
+        return x_next if carry is None else (x_next, carry_next)
+
     @abstractmethod
-    def step(self, model: Model, t0: ArrayLike, h: ArrayLike, x: ArrayLike, ctrl: ArrayLike | None = None,
+    def integrate(self, model: Model, t0: ArrayLike, h: ArrayLike, x: ArrayLike, ctrl: ArrayLike | None = None,
              carry: dict | None = None, key: Any = None) -> StepResult:
         """Advance one world from ``t0`` to ``t0 + h``: ``(x, carry, status)`` (jit- and vmap-able)."""
 

@@ -17,7 +17,7 @@ is optional and asked for by the integrators that need it (``Integrator.requires
   keep. The integrator keeps the proposal of the last evaluation of the step (MuJoCo's rule).
 
 The integrator's side is one base class, ``base.Integrator``, with one fixed-arity
-``step(model, t0, h, x, ctrl, carry, key) -> (x, carry, status)`` for every kind. An integrator's own
+``integrate(model, t0, h, x, ctrl, carry, key) -> (x, carry, status)`` for every kind. An integrator's own
 carry (an adaptive method's next step size) sits in the same dict under names from its
 ``carry_spec(model)``.
 
@@ -88,7 +88,7 @@ def integrator_carry_spec(integ, scene) -> dict[str, tuple[int, ...]]:
 def not_an_integrator(obj) -> str:
     """Why ``obj`` cannot be used as an integrator (one message for every place that refuses one)."""
     return (f"{obj!r} is not an integrator: an integrator subclasses mjharness.integrators.Integrator and "
-            f"writes step(model, t0, h, x, ctrl, carry, key) -> (x, carry, status) (docs/integrators.md)")
+            f"writes integrate(model, t0, h, x, ctrl, carry, key) -> (x, carry, status) (docs/integrators.md)")
 
 
 def scene_part(scene, carry: Mapping | None) -> dict | None:

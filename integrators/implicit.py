@@ -30,7 +30,7 @@ class ImplicitFast(Integrator):
     order: ClassVar[int] = 1
     requires: ClassVar[tuple[str, ...]] = ("second_order", "implicit_dynamics")
 
-    def step(self, model: Model, t0: ArrayLike, h: ArrayLike, x: ArrayLike, ctrl: ArrayLike | None = None,
+    def integrate(self, model: Model, t0: ArrayLike, h: ArrayLike, x: ArrayLike, ctrl: ArrayLike | None = None,
              carry: dict | None = None, key: Any = None) -> StepResult:
         """One step of size ``h`` (one world): ``(x, carry, status)``."""
         imp = getattr(model, "implicit_dynamics", None)

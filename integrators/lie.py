@@ -98,7 +98,7 @@ class CrouchGrossman3(ExplicitRK):
     tableau: tb.Tableau = CROUCH_GROSSMAN3
     name: ClassVar[str] = "crouch_grossman3"
 
-    def step(self, model: Model, t0: ArrayLike, h: ArrayLike, x: ArrayLike, ctrl: ArrayLike | None = None,
+    def integrate(self, model: Model, t0: ArrayLike, h: ArrayLike, x: ArrayLike, ctrl: ArrayLike | None = None,
              carry: dict | None = None, key: Any = None) -> StepResult:
         x_next, carry_next = cg_step_carry(model, self.tableau, t0, x, h, ctrl, carry=carry)
         return x_next, carry_next, ok_status()

@@ -136,7 +136,7 @@ class ExplicitRK(Integrator):
     def order(self) -> int:
         return self.tableau.order
 
-    def step(self, model: Model, t0: ArrayLike, h: ArrayLike, x: ArrayLike, ctrl: ArrayLike | None = None,
+    def integrate(self, model: Model, t0: ArrayLike, h: ArrayLike, x: ArrayLike, ctrl: ArrayLike | None = None,
              carry: dict | None = None, key: Any = None) -> StepResult:
         """One step of size ``h`` from time ``t0`` (one world): ``(x, carry, status)``."""
         x_next, carry_next = rk_step_carry(model, self.tableau, t0, x, h, ctrl, transform=_transform(self, model),
@@ -286,7 +286,7 @@ class SemiImplicitEuler(Integrator):
     order: ClassVar[int] = 1
     requires: ClassVar[tuple[str, ...]] = ("second_order",)
 
-    def step(self, model: Model, t0: ArrayLike, h: ArrayLike, x: ArrayLike, ctrl: ArrayLike | None = None,
+    def integrate(self, model: Model, t0: ArrayLike, h: ArrayLike, x: ArrayLike, ctrl: ArrayLike | None = None,
              carry: dict | None = None, key: Any = None) -> StepResult:
         x = jnp.asarray(x)
         h = jnp.asarray(h, dtype=x.dtype)

@@ -1,6 +1,6 @@
 """Stochastic integrators for dx = f(t, x) dt + Σ_q g_q(t, x) dW_q.
 
-``integ.step(model, t0, h, x, ctrl, carry, key) -> (x, carry, status)`` advances one world (``jax.vmap``
+``integ.integrate(model, t0, h, x, ctrl, carry, key) -> (x, carry, status)`` advances one world (``jax.vmap``
 batches it; ``base.Integrator``). ``key``, the step's noise, is a PRNG key
 (``integrators.prng.step_key(seed, world, step)``: dW is drawn per global slot, dZ only by methods that
 need it) or prescribed ``Increments(dW, dZ)`` / ``{"dW": ..., "dZ": ...}`` (reproducible tests; one
@@ -72,7 +72,7 @@ class _Stochastic(Integrator):
         return dict(name=self.name, kind="stochastic", interpretation=self.interpretation,
                     strong_order=self.strong_order, weak_order=self.weak_order, needs_dZ=self.needs_dZ)
 
-    def step(self, model: Model, t0: ArrayLike, h: ArrayLike, x: ArrayLike, ctrl: ArrayLike | None = None,
+    def integrate(self, model: Model, t0: ArrayLike, h: ArrayLike, x: ArrayLike, ctrl: ArrayLike | None = None,
              carry: dict | None = None, key: Any = None) -> StepResult:
         """One step of size ``h`` driven by ``key`` (a PRNG key or increments): ``(x, carry, status)``."""
         if key is None:
@@ -80,6 +80,13 @@ class _Stochastic(Integrator):
                                 f"prng.step_key(seed, world, step), or Increments(dW, dZ))")
         x_next, carry_next = self.update(model, t0, x, h, key, ctrl, carry)
         return x_next, carry_next, ok_status()
+
+    def step(self, scene: Model, t: ArrayLike, x: ArrayLike, h: ArrayLike, noise: Any = None,  # type: ignore[override]
+             ctrl: ArrayLike | None = None, *, carry: dict | None = None) -> Any:
+        """``x`` after one step of size ``h`` driven by ``noise`` (a key or increments); ``(x, carry)`` when a
+        carry is given."""
+        x_next, carry_next, _ = self.integrate(scene, t, h, x, ctrl, carry, noise)
+        return x_next if carry is None else (x_next, carry_next)
 
     @abstractmethod
     def update(self, scene: Any, t: ArrayLike, x: ArrayLike, h: ArrayLike, noise: Any, ctrl: ArrayLike | None,

@@ -80,7 +80,7 @@ class ExplicitEulerDouble(Integrator):
 
     name = "explicit_euler_double"
 
-    def step(self, model, t0, h, x, ctrl=None, carry=None, key=None):
+    def integrate(self, model, t0, h, x, ctrl=None, carry=None, key=None):
         return x + h * model.dynamics(t0, x, ctrl), carry, jnp.int32(0)
 
 
@@ -91,7 +91,7 @@ class NoiseDouble(Integrator):
     name = "noise_double"
     kind = IntegratorKind.STOCHASTIC
 
-    def step(self, model, t0, h, x, ctrl=None, carry=None, key=None):
+    def integrate(self, model, t0, h, x, ctrl=None, carry=None, key=None):
         return x + jnp.sqrt(h) * jax.random.normal(key, x.shape, x.dtype), carry, jnp.int32(0)
 
 
@@ -103,7 +103,7 @@ class UnderflowDouble(Integrator):
     name = "underflow_double"
     kind = IntegratorKind.ADAPTIVE
 
-    def step(self, model, t0, h, x, ctrl=None, carry=None, key=None):
+    def integrate(self, model, t0, h, x, ctrl=None, carry=None, key=None):
         xn = x + h * model.dynamics(t0, x, ctrl)
         return xn, carry, jnp.where(xn[0] > self.limit, 2, 0)
 

@@ -108,8 +108,8 @@ class _Cold(Integrator):
         self.name = integ.name
         self.requires = integ.requires
 
-    def step(self, model, t0, h, x, ctrl=None, carry=None, key=None):
-        x_next, _, status = self.integ.step(model, t0, h, x, ctrl, None, key)
+    def integrate(self, model, t0, h, x, ctrl=None, carry=None, key=None):
+        x_next, _, status = self.integ.integrate(model, t0, h, x, ctrl, None, key)
         return x_next, carry, status
 
 

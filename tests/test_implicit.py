@@ -160,7 +160,7 @@ def _ours(m, x0, ctrl, steps) -> np.ndarray:
     def run(x0):
         def body(carry, _):
             t, x = carry
-            x = integ.step(scene, t, h, x, ctrl)[0]
+            x = integ.integrate(scene, t, h, x, ctrl)[0]
             return (t + h, x), x
         return jax.lax.scan(body, (0.0, x0), None, length=steps)[1]
 
@@ -204,7 +204,7 @@ def test_contact_scene_equals_mjx_step_and_c_on_the_free_body():
     d, ctrl = _initial(m, seed=3, scale=1.0)
     mx, dx = mjx.put_model(m), mjx.put_data(m, d)
     scene, h = MjScene(m), m.opt.timestep
-    step = jax.jit(lambda x, c: ImplicitFast().step(scene, 0.0, h, x, jnp.asarray(ctrl), c)[:2])
+    step = jax.jit(lambda x, c: ImplicitFast().integrate(scene, 0.0, h, x, jnp.asarray(ctrl), c)[:2])
     raw = jax.jit(mjx.step)
     x, carry = jnp.asarray(_state(d)), {k: jnp.asarray(v) for k, v in scene.init_carry().items()}
     free = np.zeros(m.nq + m.nv, bool)
@@ -260,7 +260,7 @@ class _Oscillator:
 def test_scene_without_implicit_dynamics_is_refused():
     scene = _Oscillator()
     with pytest.raises(ContractError, match=r"_Oscillator\.implicit_dynamics"):
-        ImplicitFast().step(scene, 0.0, 0.01, jnp.array([1.0, 0.0]))
+        ImplicitFast().integrate(scene, 0.0, 0.01, jnp.array([1.0, 0.0]))
     with pytest.raises(ContractError, match="implicit_dynamics"):
         check_pair(scene, ImplicitFast())
 
@@ -269,4 +269,4 @@ def test_fluid_drag_is_refused_before_tracing():
     xml = ARTICULATED.replace('integrator="implicitfast"', 'density="1.2"')
     scene = MjScene(mujoco.MjModel.from_xml_string(xml))
     with pytest.raises(SceneError, match="fluid drag"):
-        ImplicitFast().step(scene, 0.0, 0.002, jnp.asarray(scene.x0()))
+        ImplicitFast().integrate(scene, 0.0, 0.002, jnp.asarray(scene.x0()))

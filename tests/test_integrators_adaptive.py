@@ -130,7 +130,7 @@ def test_reaches_requested_rtol_toy(cls, policy):
     ref = torque_free_omega(scene.inertia, x0[4:], 1.0)
     for rtol in (1e-6, 1e-9):
         integ = cls(rtol=rtol, atol=1e-14)
-        x, _, status = jax.jit(lambda x, integ=integ: integ.step(scene, 0.0, 1.0, x))(jnp.asarray(x0))
+        x, _, status = jax.jit(lambda x, integ=integ: integ.integrate(scene, 0.0, 1.0, x))(jnp.asarray(x0))
         err = np.linalg.norm(np.asarray(x)[4:] - ref) / np.linalg.norm(ref)
         print(f"{cls.name}/{policy} rtol {rtol:.0e}: relative error {err:.2e}")
         assert int(status) == STATUS_OK
@@ -155,7 +155,7 @@ class BlowUp:
 def test_underflow_keeps_the_interval_start():
     scene = BlowUp()
     integ = DormandPrince(rtol=1e-8, atol=1e-8, h_min=1e-10)
-    f = jax.jit(lambda x, t0, t1: integ.step(scene, t0, t1 - t0, x)[::2])  # (x, status)
+    f = jax.jit(lambda x, t0, t1: integ.integrate(scene, t0, t1 - t0, x)[::2])  # (x, status)
     x1, s1 = f(jnp.asarray([1.0]), 0.0, 0.5)  # fine: y(0.5) = 2
     assert int(s1) == STATUS_OK and abs(float(x1[0]) - 2.0) < 1e-7
     x2, s2 = f(x1, 0.5, 1.5)  # crosses the singularity
@@ -167,7 +167,8 @@ def test_underflow_keeps_the_interval_start():
 def test_max_steps_status():
     scene = ToyRigidBody()
     x0 = jnp.asarray(scene.x0())
-    x, _, status = jax.jit(lambda x: DormandPrince(rtol=1e-10, atol=1e-12, max_steps=5).step(scene, 0.0, 1.0, x))(x0)
+    integ = DormandPrince(rtol=1e-10, atol=1e-12, max_steps=5)
+    x, _, status = jax.jit(lambda x: integ.integrate(scene, 0.0, 1.0, x))(x0)
     assert int(status) == STATUS_MAX_STEPS
     np.testing.assert_array_equal(np.asarray(x), np.asarray(x0))
 
@@ -178,7 +179,7 @@ def test_max_steps_status():
 def brick_batch():
     scene = MjScene("brick")  # exp-map quaternions, RKMK stages
     integ = DormandPrince(rtol=1e-8, atol=1e-12)
-    run = jax.jit(jax.vmap(lambda x: integ.step(scene, 0.0, 1.0, x)[::2]))
+    run = jax.jit(jax.vmap(lambda x: integ.integrate(scene, 0.0, 1.0, x)[::2]))
     rng = np.random.default_rng(7)
     w = scene.model.key_qvel[0][3:] + np.concatenate([np.zeros((1, 3)), rng.normal(scale=0.3, size=(63, 3))])
     x0 = np.stack([scene.reset({"brick/angvel": wi}, keyframe=0) for wi in w])

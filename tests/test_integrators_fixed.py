@@ -112,11 +112,11 @@ def test_semi_implicit_euler_needs_position_velocity_pairs():
     scene = ToyRigidBody()
     scene.second_order = None  # and no MuJoCo joints to fall back on
     with pytest.raises(StateError, match="second_order"):
-        SemiImplicitEuler().step(scene, 0.0, 1e-3, scene.x0())
+        SemiImplicitEuler().integrate(scene, 0.0, 1e-3, scene.x0())
     bad = ToyRigidBody()
     bad.second_order = (("body/omega", "body/quat"),)
     with pytest.raises(StateError, match="cannot drive position state 'body/omega'"):
-        SemiImplicitEuler().step(bad, 0.0, 1e-3, bad.x0())
+        SemiImplicitEuler().integrate(bad, 0.0, 1e-3, bad.x0())
 
 
 def test_semi_implicit_euler_generic_scene_under_vmap():
@@ -124,7 +124,7 @@ def test_semi_implicit_euler_generic_scene_under_vmap():
     scene = ToyRigidBody()
     x0 = np.stack([scene.x0((0.2, 3.0, 0.1)), scene.x0((1.0, -0.5, 0.3))])
     h = 1e-2
-    out = np.asarray(jax.jit(jax.vmap(lambda x: SemiImplicitEuler().step(scene, 0.0, h, x)[0]))(x0))
+    out = np.asarray(jax.jit(jax.vmap(lambda x: SemiImplicitEuler().integrate(scene, 0.0, h, x)[0]))(x0))
     for i in range(2):
         w = x0[i, 4:]
         inertia = scene.inertia
@@ -247,7 +247,7 @@ def test_padded_tableau_equals_class_step(brick_exp):
         a, b, c = integ.tableau.padded(4)
         ours = np.asarray(run(a, b, c, True, np.broadcast_to(x0, (4, x0.size)), np.full(4, h),
                               np.ones(4, int)))[0, 0]
-        ref = np.asarray(jax.jit(lambda x, integ=integ: integ.step(scene, 0.0, h, x)[0])(x0))
+        ref = np.asarray(jax.jit(lambda x, integ=integ: integ.integrate(scene, 0.0, h, x)[0])(x0))
         assert np.abs(ours - ref).max() <= 1e-15, integ.name
 
 
@@ -366,7 +366,7 @@ def test_crouch_grossman3_order_and_unit_quaternion(policy):
     assert isinstance(integ, CrouchGrossman3) and integ.order == 3 and integ.kind == "fixed"
 
     def run(h, n):
-        return jax.lax.fori_loop(0, n, lambda i, x: integ.step(scene, 0.0, h, x)[0], x0)
+        return jax.lax.fori_loop(0, n, lambda i, x: integ.integrate(scene, 0.0, h, x)[0], x0)
 
     ns = np.array([50, 100, 200, 400])
     out = np.asarray(jax.jit(jax.vmap(run))(1.0 / ns, ns))

@@ -65,7 +65,7 @@ def _ours(name: str, method: str) -> np.ndarray:
     def run(x0):
         def body(carry, _):
             t, x = carry
-            x = integ.step(scene, t, h, x, ctrl)[0]
+            x = integ.integrate(scene, t, h, x, ctrl)[0]
             return (t + h, x), x
         return jax.lax.scan(body, (0.0, x0), None, length=STEPS)[1]
 

@@ -158,7 +158,7 @@ def test_shared_endpoints_receive_identical_increment():
     x0 = jnp.asarray(layout.default_values())
     em = EulerMaruyama()
     # The increments the step drew, from the same compiled function (no jit-vs-eager rounding).
-    step = jax.jit(lambda x, key: (em.step(scene, 0.0, 0.01, x, key=key)[0], em.increments(key, 0.01, layout).dW))
+    step = jax.jit(lambda x, key: (em.integrate(scene, 0.0, 0.01, x, key=key)[0], em.increments(key, 0.01, layout).dW))
     shared = layout["a"].noise_slots[0]
     for world in range(3):
         x1, dW = step(x0, step_key(7, world, 5))
@@ -172,7 +172,7 @@ def test_shared_endpoints_receive_identical_increment():
         assert float(dW[layout["c"].noise_slots[0]]) != inc
     # Prescribed increments drive the same states the same way.
     dW = jnp.arange(1.0, 4.0) * 0.1
-    x1 = np.asarray(em.step(scene, 0.0, 0.01, x0, key=Increments(dW))[0])
+    x1 = np.asarray(em.integrate(scene, 0.0, 0.01, x0, key=Increments(dW))[0])
     assert x1[layout["a"].value_slice].tolist() == [float(dW[shared])] * 2
 
 

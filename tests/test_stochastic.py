@@ -50,7 +50,7 @@ SIN = Toy(1, 1, lambda t, x: -jnp.sin(x), lambda t, x: jnp.full((1, 1), 2.0))
 @functools.cache
 def runner(integ, scene):
     """One compiled function per (method, scene): ``n`` steps of ``h`` over padded increments."""
-    vstep = jax.vmap(lambda x, t, h, w, z: integ.step(scene, t, h, x, key=Increments(w, z))[0],
+    vstep = jax.vmap(lambda x, t, h, w, z: integ.integrate(scene, t, h, x, key=Increments(w, z))[0],
                      in_axes=(0, None, None, 0, 0))
 
     @jax.jit
@@ -221,7 +221,7 @@ def test_matches_diffrax_on_same_increments(name):
         state = theirs.init(terms, t, t + h, y, None)
         return theirs.step(terms, t, t + h, y, None, state, False)[0]
 
-    our_step = jax.jit(lambda t, x, w, z: ours.step(scene, t, h, x, key=Increments(w, z))[0])
+    our_step = jax.jit(lambda t, x, w, z: ours.integrate(scene, t, h, x, key=Increments(w, z))[0])
     x = y = jnp.array([0.4, -0.2])
     for k in range(steps):
         inc = Increments(jnp.asarray(dW[k]), jnp.asarray(dZ[k]))
@@ -251,13 +251,13 @@ def test_sampled_increments_statistics_and_sharing():
 def test_prescribed_increments_errors():
     x = jnp.ones(1)
     with pytest.raises(StateError, match=r"dW must have shape \(1,\)"):
-        EM.step(GBM, 0.0, 0.1, x, key=Increments(jnp.ones(2)))
+        EM.integrate(GBM, 0.0, 0.1, x, key=Increments(jnp.ones(2)))
     with pytest.raises(StateError, match="SRA1 needs the auxiliary increment dZ"):
-        SRA.step(OU, 0.0, 0.1, x, key={"dW": jnp.ones(1)})
+        SRA.integrate(OU, 0.0, 0.1, x, key={"dW": jnp.ones(1)})
     with pytest.raises(StateError, match="keys 'dW'"):
-        EM.step(GBM, 0.0, 0.1, x, key={"dw": jnp.ones(1)})
+        EM.integrate(GBM, 0.0, 0.1, x, key={"dw": jnp.ones(1)})
     with pytest.raises(TypeError, match="needs a scene with .diffusion"):
-        EM.step(object(), 0.0, 0.1, x, key=jax.random.PRNGKey(0))
+        EM.integrate(object(), 0.0, 0.1, x, key=jax.random.PRNGKey(0))
     cfg = SRA.config()
     assert cfg["name"] == "sra1" and cfg["needs_dZ"] and EM.kind == "stochastic"
 
@@ -300,7 +300,7 @@ def test_quaternion_noise_through_policy():
     x0 = layout.reset({"q": Rotation.from_euler("xyz", [0.3, -0.2, 0.9]).as_quat(scalar_first=True),
                        "r": Rotation.from_euler("xyz", [-0.5, 0.1, 0.4]).as_quat(scalar_first=True)})
     dW = jnp.array([0.11, -0.07, 0.05, 0.09])  # slots: {p0, q1}, q0, r0, r1
-    x1 = np.asarray(jax.jit(lambda x: EM.step(scene, 0.0, h, x, key=Increments(dW))[0])(jnp.asarray(x0)))
+    x1 = np.asarray(jax.jit(lambda x: EM.integrate(scene, 0.0, h, x, key=Increments(dW))[0])(jnp.asarray(x0)))
     wq = [float(dW[s]) for s in layout["q"].noise_slots]
     # quaternion: drift then each local source in state-local order, rotations in the body frame.
     rq = (Rotation.from_quat(x0[layout["q"].value_slice], scalar_first=True) * Rotation.from_rotvec(h * omega)
@@ -333,7 +333,7 @@ def test_same_seed_bitwise_identical_across_batch_chunks():
 
     def world(x, wid):
         def body(x, k):
-            x = HEUN.step(scene, k * h, h, x, key=step_key(seed, wid, k))[0]
+            x = HEUN.integrate(scene, k * h, h, x, key=step_key(seed, wid, k))[0]
             return x, x
         return jax.lax.scan(body, x, jnp.arange(steps))[1]
 

@@ -59,7 +59,7 @@ def _one_scene_baseline(sc=None):
 def _rk4_run(model, x0, carry0, steps, h=0.002):
     def body(state, k):
         x, c = state
-        x, c, _ = RK4().step(model, k * h, h, x, None, c)
+        x, c, _ = RK4().integrate(model, k * h, h, x, None, c)
         return (model.project(x), c), x
     return jax.lax.scan(body, (x0, carry0), jnp.arange(steps))[1]
 
@@ -193,7 +193,7 @@ def test_stochastic_rollout_of_a_system_equals_one_noisy_scene():
     @jax.jit
     def one_scene(x, c, seed):
         def body(state, k):
-            x, c, _ = EulerMaruyama().step(base, k * h, h, state[0], None, state[1], step_key(seed, 0, k))
+            x, c, _ = EulerMaruyama().integrate(base, k * h, h, state[0], None, state[1], step_key(seed, 0, k))
             return (x, c), x
         return jax.lax.scan(body, (x, c), jnp.arange(steps))[1]
 
@@ -234,7 +234,7 @@ def test_shared_noise_source_drives_two_members():
     assert shared.describe()["shared_noise"] == [[["p.hinge/qvel", 0], ["b.v", 0]]]
     x0 = jnp.asarray(shared.x0()).at[0].set(0.3)
     h, w = 0.01, 0.05
-    step = jax.jit(lambda m, x, dw: EulerMaruyama().step(m, 0.0, h, x, key=Increments(dw))[0], static_argnums=0)
+    step = jax.jit(lambda m, x, dw: EulerMaruyama().integrate(m, 0.0, h, x, key=Increments(dw))[0], static_argnums=0)
     x1 = np.asarray(step(shared, x0, jnp.array([w])))
     p1 = np.asarray(step(pend, x0[:2], jnp.array([w])))  # the pendulum alone, same increment
     assert np.max(np.abs(x1[:2] - p1)) <= 1e-15

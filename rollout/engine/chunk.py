@@ -124,7 +124,7 @@ def _advance_world(scene, st: ChunkStatic):
         if callable(getattr(sc, "pre_step", None)):  # a System's per-model pre-step hooks
             x = sc.pre_step(t, x)
         key = step_key(c.seed, wid, k) if kind == IntegratorKind.STOCHASTIC else None  # global indices
-        xn, cn, code = integ.step(sc, t, c.dt, x, u, cin, key)  # one contract, every kind (integrators/base.py)
+        xn, cn, code = integ.integrate(sc, t, c.dt, x, u, cin, key)  # one contract, every kind (integrators/base.py)
         cn = {**carry, **(cn or {})} if threaded else carry
         xn = jnp.asarray(xn, x.dtype)
         code = jnp.asarray(code).astype(jnp.int8)
