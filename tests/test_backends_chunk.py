@@ -240,8 +240,50 @@ def test_batched_forward_stage_equals_the_per_world_loop(name):
     np.testing.assert_array_equal(BatchForward(pool)(t, x0, ctrl, ws, h), ref)
     one = BatchForward(pool)(t[1], x0[1], ctrl[1], ws[1], h[1])  # no batch axis: one world
     np.testing.assert_array_equal(one, ref[1])
-    assert batched(pool, "forward", None) and not batched(pool, "forward", np.eye(m.nv))
+    assert batched(pool, "forward", None) and batched(pool, "forward", np.eye(m.nv))  # M^-1 f: SolveM
+    assert not batched(pool, "euler", np.eye(m.nv))
     assert not batched(pool, "implicit", None) and batched(pool, "euler", None) == (not pool._damped)
+
+
+@pytest.mark.parametrize("name", ["arm", "humanoid"])
+def test_batched_minv_f_equals_mj_solveM(name):
+    """Joint noise's M(q)^-1 f columns from the whole batch (host_batch.SolveM on the Batch's qLD) have the bits of
+    the per-world loop's mj_solveM: one dof's force (the joint-noise case), every dof at once, dense random forces."""
+    from mjharness.adapters.backends.host_batch import BatchForward
+
+    scene = _scene(name)
+    pool, m = scene.backend_state.pool, scene.model
+    B = 7
+    x0, ctrl = worlds(m, B)
+    rng = np.random.default_rng(5)
+    ws = rng.standard_normal((B, m.nv))
+    t, h = np.linspace(0.0, 0.1, B), np.full(B, m.opt.timestep)
+    for force in (0.3 * np.eye(m.nv)[[m.nv - 1]], np.eye(m.nv), rng.standard_normal((3, m.nv))):
+        ref = pool.evaluate("forward", t, x0, ctrl, ws, h, force=force)
+        got = BatchForward(pool, None, force)(t, x0, ctrl, ws, h)
+        np.testing.assert_array_equal(got.view(np.int64), ref.view(np.int64))  # signed zeros too
+        assert np.abs(ref[:, pool.width:]).max() > 0
+
+
+def test_batched_minv_f_with_per_world_fields_and_a_reset_world():
+    """Randomized worlds with joint noise: each world's M^-1 f on its own masses, bit for bit; a world the batch's
+    checks would reset is evaluated by the per-world loop with its force columns."""
+    from mjharness.adapters.backends.host_batch import BatchForward
+
+    scene = _scene("arm")
+    pool, m = scene.backend_state.pool, scene.model
+    B = 5
+    x0, ctrl = worlds(m, B)
+    x0[2, m.nq] = 2e10
+    rng = np.random.default_rng(6)
+    layout = (("body_mass", m.nbody),)
+    p = m.body_mass * rng.uniform(0.5, 1.5, (B, m.nbody))
+    ws = rng.standard_normal((B, m.nv))
+    t, h = np.linspace(0.0, 0.1, B), np.full(B, m.opt.timestep)
+    force = 0.2 * np.eye(m.nv)[[1, 3]]
+    ref = pool.evaluate("forward", t, x0, ctrl, ws, h, force=force, fields=(layout, p))
+    np.testing.assert_array_equal(BatchForward(pool, layout, force)(t, x0, ctrl, ws, h, p), ref)
+    assert not np.array_equal(ref, pool.evaluate("forward", t, x0, ctrl, ws, h, force=force))
 
 
 def test_batched_forward_with_per_world_fields_equals_the_per_world_loop():
@@ -265,6 +307,7 @@ def test_batched_forward_with_per_world_fields_equals_the_per_world_loop():
     np.testing.assert_array_equal(BatchForward(pool, layout)(t, x0, ctrl, ws, h, p), ref)
     assert not np.array_equal(ref, pool.evaluate("forward", t, x0, ctrl, ws, h))  # the fields mattered
     assert batched(pool, "forward", None, layout) and not batched(pool, "euler", None, layout)
+    assert batched(pool, "forward", np.eye(m.nv), layout)
     assert not batched(pool, "forward", None, (("opt.nonexistent", 1),))
 
 

@@ -193,7 +193,7 @@ def make_evaluator(pool: HostPool, mode: str, force: np.ndarray | None = None):
         force = np.ascontiguousarray(force, dtype=np.float64).reshape(-1, pool.model.nv)
     width = pool.width + (0 if force is None else force.size)
     # A stage that needs only mj_forward runs the whole batch in C (host_batch.py: no Python per world).
-    host = (_host_batch.forward_caller(pool) if _host_batch.batched(pool, mode, force)
+    host = (_host_batch.forward_caller(pool, None, force) if _host_batch.batched(pool, mode, force)
             else lambda t, x, ctrl, ws, h, out=None: pool.evaluate(mode, t, x, ctrl, ws, h, force=force, out=out))
 
     @jax.custom_jvp
@@ -253,7 +253,7 @@ def make_field_evaluator(pool: HostPool, mode: str, force: np.ndarray | None, la
     width = pool.width + (0 if force is None else force.size)
 
     # mj_forward only: the whole batch in C, the fields per simulation (host_batch.py: no Python per world).
-    host = (_host_batch.forward_caller(pool, layout) if _host_batch.batched(pool, mode, force, layout) else
+    host = (_host_batch.forward_caller(pool, layout, force) if _host_batch.batched(pool, mode, force, layout) else
             lambda t, x, ctrl, ws, h, p, out=None: pool.evaluate(mode, t, x, ctrl, ws, h, force=force,
                                                                   fields=(layout, p), out=out))
 

@@ -13,6 +13,11 @@ are evaluated again by the per-world loop, which takes every state as given.
 Per-world model fields (randomized worlds) are the ``Batch``'s per-simulation fields (``Batch.expand``): each
 call writes every world's values (the flat row the stage is given), so world w's ``mj_forward`` runs on the
 nominal model with w's fields, as the per-world loop's model copies do (``host.WorldFields``).
+
+Joint noise needs M(q)^-1 f for constant generalized forces f (the diffusion): ``SolveM`` is ``mj_solveM`` on the
+factor every world's ``mj_forward`` left in the ``Batch`` (qLD, qLDiagInv), for the whole batch at once in NumPy,
+with C's operations in C's order (``mj_solveLD``'s passes, ``mju_dotSparse``'s four partial sums), so its bits are
+``mj_solveM``'s (tests/test_backends_chunk.py).
 """
 
 from __future__ import annotations
@@ -31,12 +36,69 @@ _RESETS = [int(getattr(mujoco.mjtWarning, w)) for w in ("mjWARN_BADQPOS", "mjWAR
 _KEEP = 4  # batch sizes kept (one per distinct callback batch: the chunk's, a single world's, ...)
 
 
-class BatchForward:
-    """``f(t, x, ctrl, ws, h[, p]) -> (..., 3 nv + na)`` as ``HostPool.evaluate`` in mode "forward" (no force
-    columns); with ``layout`` ((field, size), ...), ``p`` (..., P) holds each world's fields, flat."""
+class SolveM:
+    """``mj_solveM`` of constant right-hand sides ``force`` (k, nv) on a batch of factors: ``(qLD (n, nM), qLDiagInv
+    (n, nv)) -> (n, k nv)``, each world's row M^-1 force[0], ..., M^-1 force[k-1] as ``mj_solveM`` gives them.
 
-    def __init__(self, pool, layout: tuple | None = None):
+    ``mj_solveLD``: x <- L^-T x (rows from the last; a row whose x_i is 0 is skipped), x <- D^-1 x, x <- L^-1 x (rows
+    from the first, each ``x_i -= mju_dotSparse(row, x)``). Vectorized over worlds and right-hand sides only: the
+    rows keep C's order, and a row's dot product C's summation order (``_dot``). Rows of the first pass that stay
+    zero in every world (off the forces' dofs and their ancestors) are left out, as C skips them."""
+
+    def __init__(self, m: mujoco.MjModel, force: np.ndarray):
+        self.force = np.ascontiguousarray(force, np.float64).reshape(-1, m.nv)
+        rownnz, rowadr, colind = m.M_rownnz, m.M_rowadr, m.M_colind
+        rows = [(i, slice(int(rowadr[i]), int(rowadr[i] + rownnz[i] - 1)), colind[rowadr[i]:rowadr[i] + rownnz[i] - 1])
+                for i in range(m.nv) if rownnz[i] > 1]
+        live = set(np.flatnonzero(self.force.any(axis=0)).tolist())  # dofs that may be nonzero after pass 1
+        self.up = []
+        for i, sl, cols in reversed(rows):
+            if i in live:
+                self.up.append((i, sl, cols))
+                live.update(cols.tolist())
+        self.down = rows
+
+    def __call__(self, qld: np.ndarray, diaginv: np.ndarray) -> np.ndarray:
+        n, (k, nv) = qld.shape[0], self.force.shape
+        q = np.ascontiguousarray(qld.T)[:, :, None]  # (nM, n, 1): a row's entries for every world
+        x = np.empty((nv, n, k))
+        x[...] = self.force.T[:, None, :]
+        for i, sl, cols in self.up:  # x <- L^-T x
+            xi = x[i]
+            x[cols] = np.where(xi != 0, x[cols] - q[sl] * xi, x[cols])
+        x *= diaginv.T[:, :, None]  # x <- D^-1 x
+        for i, sl, cols in self.down:  # x <- L^-1 x
+            x[i] -= _dot(q[sl] * x[cols])
+        return x.transpose(1, 2, 0).reshape(n, k * nv)
+
+
+def _dot(p: np.ndarray) -> np.ndarray:
+    """Sum over the first axis of the products ``p`` in ``mju_dotSparse``'s order (its AVX and plain C forms agree):
+    four partial sums over the first multiple of four, combined as (s0 + s2) + (s1 + s3), then the rest one by one
+    onto that (onto 0 when there are fewer than four)."""
+    d = p.shape[0]
+    whole = d - d % 4
+    if whole:
+        s = p[0:4].copy()
+        for j in range(4, whole, 4):
+            s += p[j:j + 4]
+        res = (s[0] + s[2]) + (s[1] + s[3])
+    else:
+        res = np.zeros(p.shape[1:])
+    for j in range(whole, d):
+        res = res + p[j]
+    return res
+
+
+class BatchForward:
+    """``f(t, x, ctrl, ws, h[, p]) -> (..., 3 nv + na [+ k nv])`` as ``HostPool.evaluate`` in mode "forward", with
+    M^-1 of ``force``'s rows (k, nv) after the first 3 nv + na columns when given (``SolveM``); with ``layout``
+    ((field, size), ...), ``p`` (..., P) holds each world's fields, flat."""
+
+    def __init__(self, pool, layout: tuple | None = None, force: np.ndarray | None = None):
         self.pool, self.layout = pool, layout
+        self.force = force
+        self.solve = None if force is None else SolveM(pool.model, force)
         bounds = np.cumsum([0] + [size for _, size in layout or ()])
         self.slices = [(name, slice(lo, hi)) for (name, _), lo, hi in zip(layout or (), bounds[:-1], bounds[1:])]
         m = pool.model
@@ -53,7 +115,9 @@ class BatchForward:
             b = Batch(self.pool.model, n, nthread=self.pool.threads)
             b.state[:] = self.row0
             fields = [(b.expand(name), sl) for name, sl in self.slices]
-            got = self.batches[n] = (b, [b.bind(f) for f in _INPUTS], b.bind("qacc"), b.bind("act_dot"), fields)
+            factor = None if self.solve is None else (b.bind("qLD"), b.bind("qLDiagInv"))
+            got = self.batches[n] = (b, [b.bind(f) for f in _INPUTS], b.bind("qacc"), b.bind("act_dot"), fields,
+                                     factor)
         return got
 
     def __call__(self, t, x, ctrl, ws, h, p=None, out=None):
@@ -63,9 +127,10 @@ class BatchForward:
         lead = x.shape[:-1]
         n = int(np.prod(lead)) if lead else 1
         x = x.reshape(n, -1)
-        out = np.empty((n, 3 * nv + na)) if out is None else out.reshape(n, 3 * nv + na)
+        width = 3 * nv + na + (0 if self.force is None else self.force.size)
+        out = np.empty((n, width)) if out is None else out.reshape(n, width)
         with self.lock:
-            b, (time_, qpos, qvel, act, warm, u), qacc, act_dot, fields = self._batch(n)
+            b, (time_, qpos, qvel, act, warm, u), qacc, act_dot, fields, factor = self._batch(n)
             if fields:
                 p = np.asarray(p, np.float64).reshape(n, -1)
                 for field, sl in fields:
@@ -78,31 +143,34 @@ class BatchForward:
             b.forward()
             out[:, nv:2 * nv] = qacc
             out[:, 2 * nv:2 * nv + na] = act_dot
+            if factor is not None:
+                out[:, 3 * nv + na:] = self.solve(*factor)
             reset = b.warning[:, _RESETS, 1].any(axis=1)
         out[:, :nv] = x[:, nq:nq + nv]  # mj_forward leaves qvel as given
-        out[:, 2 * nv + na:] = out[:, nv:2 * nv]  # the forward qacc is also the next warm start
+        out[:, 2 * nv + na:3 * nv + na] = out[:, nv:2 * nv]  # the forward qacc is also the next warm start
         if reset.any():  # worlds the batch's checks reset: the per-world loop evaluates them as given
             w = np.flatnonzero(reset)
             own = None if self.layout is None else (self.layout, np.reshape(p, (n, -1))[w])
             out[w] = self.pool.evaluate("forward", *(np.reshape(a, (n, -1))[w] for a in (t, x, ctrl, ws, h)),
-                                        fields=own)
-        return out.reshape(lead + (3 * nv + na,))
+                                        force=self.force, fields=own)
+        return out.reshape(lead + (width,))
 
 
 def batched(pool, mode: str, force, layout: tuple | None = None) -> bool:
     """Whether stage evaluations of ``mode`` (with ``force`` columns or None, per-world fields of ``layout`` or
-    None) need nothing but mj_forward, with fields a Batch holds per simulation. (A world's own damping may be
-    nonzero: with fields, Euler takes mj_Euler's per-world solve.)"""
+    None) need nothing but mj_forward (and ``SolveM`` for the force columns), with fields a Batch holds per
+    simulation. (A world's own damping may be nonzero: with fields, Euler takes mj_Euler's per-world solve.)"""
     if layout is not None:
-        return force is None and mode == "forward" and all(name in MODEL_FIELDS for name, _ in layout)
-    return force is None and (mode == "forward" or (mode == "euler" and not pool._damped))
+        return mode == "forward" and all(name in MODEL_FIELDS for name, _ in layout)
+    return mode == "forward" or (force is None and mode == "euler" and not pool._damped)
 
 
-def forward_caller(pool, layout: tuple | None = None) -> BatchForward:
-    """The pool's ``BatchForward`` for ``layout`` (one each per pool: its Batches persist across stages and
-    chunks)."""
+def forward_caller(pool, layout: tuple | None = None, force: np.ndarray | None = None) -> BatchForward:
+    """The pool's ``BatchForward`` for ``layout`` and ``force`` (one each per pool: its Batches persist across stages
+    and chunks)."""
     cache = pool.__dict__.setdefault("_batch_forward", {})
-    got = cache.get(layout)
+    key = (layout, None if force is None else (force.shape, force.tobytes()))
+    got = cache.get(key)
     if got is None:
-        got = cache[layout] = BatchForward(pool, layout)
+        got = cache[key] = BatchForward(pool, layout, force)
     return got
