@@ -17,7 +17,8 @@ import tempfile
 from mkdocs.plugins import event_priority
 
 # mjharness.<name> -> folder of this repository (as in pyproject.toml's package-dir)
-PACKAGES = {"scenes": "scenes", "integrators": "integrators", "adapters": "adapters", "rollout": "rollout"}
+PACKAGES = {"scenes": "scenes", "integrators": "integrators", "adapters": "adapters", "rollout": "rollout",
+            "environment": "environment"}
 
 
 def _namespace_tree(repo: str) -> str:

@@ -37,7 +37,8 @@ import pytest
 TEMPORARY_ALLOWED_EDGES: dict[tuple[str, str], str] = {}  # empty: every cycle is fixed (keep it so)
 
 
-SUBPACKAGES = ("scenes", "integrators", "adapters", "rollout", "data")  # DESIGN.md §2; data: mjharness.data
+# DESIGN.md §2; data: mjharness.data
+SUBPACKAGES = ("scenes", "integrators", "adapters", "rollout", "data", "environment")
 
 
 def package_dirs() -> dict[str, str]:
