@@ -1,18 +1,25 @@
-"""System identification: fit named model parameters to a rollout HDF5 file with optax.
+"""System identification: fit named model parameters to a rollout HDF5 file by bounded nonlinear least squares.
 
 Parameters are named ``field:name`` (``body_mass:link1``, ``dof_damping:shoulder``, ``geom_friction:floor``,
 ``actuator_gear:motor``) or a bare field (``opt.gravity``): the name is looked up among the MuJoCo
 model's bodies, joints (``jnt_*`` and, through ``jnt_dofadr``, ``dof_*``), geoms, sites and actuators.
-Each parameter is a positive scale on its file value (``value = start * exp(z)``, Adam on ``z``); the
-loss is the mean squared difference (scaled by the target's std per component) between ``simulate`` from
-the file's x0 and the file's states (``target="x"``) or one of its recorded outputs
-(``target="outputs:<name>"``, e.g. ``outputs:sensordata`` or ``outputs:xpos``: the output evaluated on the
-simulated states, live semantics), over the full horizon and all worlds at once.
+
+The residuals are the differences between ``simulate`` from the file's x0 and the file's states
+(``target="x"``) or one of its recorded outputs (``target="outputs:<name>"``, e.g. ``outputs:sensordata``: the
+output evaluated on the simulated states, live semantics), every recorded sample, world and component, each
+divided by its noise: ``noise`` (the measurement's standard deviation, a number or one per component) or, by
+default, the component's standard deviation over the data (then the noise level is estimated from the fit).
+MuJoCo's own box-constrained Levenberg-Marquardt (``mujoco.minimize.least_squares``) minimizes ½|r|² with the
+exact Jacobian, forward-mode through the MJX rollout (reverse mode where parameters outnumber residuals), and
+``fit_stats`` turns the Jacobian at the optimum into standard errors, 95 % intervals, correlations and the
+parameters the data cannot determine.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 import numpy as np
@@ -24,6 +31,7 @@ from mjharness.scenes.settings import configure
 from .engine.params import field_value, resolve_param
 from .engine.simulate import check_param_fields, simulate
 from .errors import RolloutError
+from .fit_stats import Uncertainty, uncertainty
 from .h5.format import is_output
 
 if TYPE_CHECKING:
@@ -100,75 +108,171 @@ def _starting_values(path: PathLike, scene: MjScene, params: Sequence[str], star
     return base, resolved, s0, per_world
 
 
-def _optimize(loss: Callable, opt: Any, s0: list[np.ndarray], params: Sequence[str], *, per_element: bool,
-              iterations: int, callback: Callable[[dict], object] | None,
-              progress: bool) -> tuple[list[np.ndarray], list[dict]]:
-    """Adam on the log-scales ``z`` (value = s0 * exp(z)): (the last estimates, one record per iteration).
-    ``per_element``: start="file", one scale per element shared by the worlds."""
+# Fields whose values cannot be negative: their default lower bound is 0 (others are unbounded).
+NONNEGATIVE = ("body_mass", "body_inertia", "dof_damping", "dof_armature", "dof_frictionloss", "geom_friction",
+               "jnt_stiffness", "geom_size", "geom_solref", "tendon_damping", "tendon_stiffness")
+_BIG = 1e30  # mujoco.minimize wants finite bounds: "unbounded" is this far
+
+
+@dataclass(frozen=True)
+class FitResult:
+    """A fit's estimates and what the data say about them (``fit_stats``).
+
+    ``values``, ``stderr`` and ``ci95`` are keyed by parameter name: a float for a scalar parameter, an array
+    for a vector one (and per world with ``start="file"``); ``ci95[name]`` is (lo, hi) with infinite ends for
+    unidentifiable parameters. ``elements`` names the flat parameters (``name`` or ``name[i]``) that index
+    ``correlation`` (NaN rows for flagged ones) and ``unidentifiable``. ``cost`` is ½|r|² of the weighted
+    residuals at the estimate; ``history`` one record per solver iteration (cost, step and gradient norms,
+    estimates); ``residuals`` the residual statistics (rms, degrees of freedom, sigma2, reduced chi²)."""
+
+    params: list[str]
+    values: dict[str, Any]
+    stderr: dict[str, Any]
+    ci95: dict[str, tuple[Any, Any]]
+    elements: list[str]
+    correlation: np.ndarray
+    unidentifiable: list[str]
+    condition_number: float
+    cost: float
+    iterations: int
+    history: list[dict] = dataclasses.field(repr=False)
+    residuals: dict[str, float] = dataclasses.field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        """JSON-ready (non-finite numbers as None)."""
+        def clean(v):
+            a = np.asarray(v, np.float64)
+            out = np.where(np.isfinite(a), a, np.nan).tolist()
+            return _none_for_nan(out)
+
+        return {"params": self.params, "values": {k: clean(v) for k, v in self.values.items()},
+                "stderr": {k: clean(v) for k, v in self.stderr.items()},
+                "ci95": {k: [clean(lo), clean(hi)] for k, (lo, hi) in self.ci95.items()},
+                "elements": self.elements, "correlation": clean(self.correlation),
+                "unidentifiable": self.unidentifiable, "condition_number": clean(self.condition_number),
+                "cost": self.cost, "iterations": self.iterations, "residuals": self.residuals,
+                "history": self.history}
+
+
+def _none_for_nan(v):
+    if isinstance(v, list):
+        return [_none_for_nan(x) for x in v]
+    return None if v != v else v
+
+
+def _labels(params: Sequence[str], sizes: list[int]) -> list[str]:
+    return [p if n == 1 else f"{p}[{i}]" for p, n in zip(params, sizes) for i in range(n)]
+
+
+def _bounds(params: Sequence[str], resolved: list, z0: np.ndarray, sizes: list[int],
+            bounds: Mapping[str, tuple[float, float]] | None) -> tuple[np.ndarray, np.ndarray]:
+    """Flat (lower, upper), finite: the given ones, else 0 below for NONNEGATIVE fields; checked against z0."""
+    bounds = dict(bounds or {})
+    unknown = sorted(set(bounds) - set(params))
+    if unknown:
+        raise RolloutError(f"bounds name {unknown}, which are not among the fitted parameters {list(params)}")
+    lo, hi = [], []
+    for p, (fld, _), n in zip(params, resolved, sizes):
+        default = (0.0 if fld in NONNEGATIVE else -_BIG, _BIG)
+        b = bounds.get(p, default)
+        try:
+            a, c = (float(v) for v in b)
+        except (TypeError, ValueError):
+            raise RolloutError(f"bounds[{p!r}] must be (lo, hi) numbers, got {b!r}") from None
+        if not a < c:
+            raise RolloutError(f"bounds[{p!r}] = {b!r}: lo must be below hi")
+        lo += [max(a, -_BIG)] * n
+        hi += [min(c, _BIG)] * n
+    lo_a, hi_a = np.asarray(lo), np.asarray(hi)
+    out = np.flatnonzero((z0 < lo_a) | (z0 > hi_a))
+    if out.size:
+        labels = _labels(params, sizes)
+        i = out[0]
+        raise RolloutError(f"the starting value of {labels[i]} ({z0[i]:g}) is outside its bounds "
+                           f"[{lo_a[i]:g}, {hi_a[i]:g}]")
+    return lo_a, hi_a
+
+
+_COMPILED: dict = {}  # the problem's statics -> (residual, Jacobian), jitted: fits of one problem compile once
+_KEEP = 8
+
+
+def _compiled(key, residual: Callable, data: dict, z0: np.ndarray) -> tuple[Any, Any]:
+    """The jitted residual and Jacobian of ``residual(z, data)`` for ``key`` (None: not reusable)."""
     import jax
-    import jax.numpy as jnp
-    import optax
+
+    got = None if key is None else _COMPILED.get(key)
+    if got is None:
+        res_fn = jax.jit(residual)
+        m = jax.eval_shape(res_fn, z0, data).shape[0]
+        # forward mode (one JVP per parameter) unless parameters outnumber residuals
+        got = res_fn, jax.jit(jax.jacfwd(residual) if z0.size <= m else jax.jacrev(residual))
+        if key is not None:
+            if len(_COMPILED) >= _KEEP:
+                _COMPILED.pop(next(iter(_COMPILED)))
+            _COMPILED[key] = got
+    return got
+
+
+def _solve(fns: tuple[Any, Any], data: dict, z0: np.ndarray, lo: np.ndarray, hi: np.ndarray, iterations: int,
+           on_iteration: Callable[[Any], None], label: str, progress: bool) -> tuple[np.ndarray, int]:
+    """mujoco.minimize.least_squares on the jitted residual with its exact Jacobian ``fns``: (estimate,
+    iterations)."""
+    from mujoco import minimize
 
     from .engine.announce import compiling
 
-    # start="file": each world starts from its own value, and one scale per element (shared by the worlds) is fitted
-    z = [jnp.zeros(np.shape(s)[1:] if per_element else np.shape(s)) for s in s0]
-    state = opt.init(z)
+    res_fn, jac_fn = fns
 
-    @jax.jit
-    def step(z, state):
-        v, g = jax.value_and_grad(loss)(z)
-        upd, state = opt.update(g, state, z)
-        return optax.apply_updates(z, upd), state, v
+    def residual_np(x):  # mujoco.minimize passes points as columns (K, k)
+        x = np.asarray(x, np.float64)
+        if x.ndim == 1:
+            return np.asarray(res_fn(x, data), np.float64)
+        return np.stack([np.asarray(res_fn(c, data), np.float64) for c in x.T], axis=1)
 
-    history = []
-    prev = [np.asarray(s) for s in s0]
-    compiling(f"fit: the gradient of the loss over {', '.join(params)}", progress)
-    bar = None
-    if progress and callback is None:  # a callback reports the iterations itself (the CLI prints them)
-        from tqdm.auto import tqdm
+    def jacobian_np(x, r):
+        return np.asarray(jac_fn(np.asarray(x, np.float64).reshape(-1), data), np.float64)
 
-        bar = tqdm(total=iterations, unit="it", desc="fit", dynamic_ncols=True)
-    for it in range(iterations):
-        z, state, v = step(z, state)
-        if bar is not None:
-            bar.update(1)
-            bar.set_postfix_str(f"loss {float(v):.3g}", refresh=False)
-        est = [np.asarray(s * np.exp(np.asarray(zi))) for s, zi in zip(s0, z)]
-        rec = {"iteration": it + 1, "loss": float(v),
-               "estimates": {p: e.tolist() for p, e in zip(params, est)},
-               "change": {p: (e - q).tolist() for p, e, q in zip(params, est, prev)}}
-        history.append(rec)
-        prev = est
-        if callback is not None:
-            callback(rec)
-    if bar is not None:
-        bar.close()
-    return prev, history
+    compiling(label, progress)
+    scale = np.where(np.abs(z0) > 0, np.abs(z0), 1.0)
+    count = [0]
+
+    def callback(trace):
+        count[0] = len(trace)
+        on_iteration(trace[-1])
+
+    z, _ = minimize.least_squares(z0.astype(np.float64), residual_np, bounds=[lo, hi], jacobian=jacobian_np,
+                                  max_iter=iterations, verbose=0, iter_callback=callback, x_scale=scale)
+    return np.asarray(z, np.float64).reshape(-1), count[0]
 
 
 def fit(path: PathLike, params: Sequence[str], *, scene: SceneLike | None = None, integrator: IntegratorLike = None,
-        iterations: int = 200, lr: float = 0.05, start: Start = None, callback: Callable[[dict], object] | None = None,
-        target: str = "x", progress: bool = True) -> dict:
+        bounds: Mapping[str, tuple[float, float]] | None = None, start: Start = None,
+        noise: ArrayLike | None = None, iterations: int = 100, callback: Callable[[dict], object] | None = None,
+        target: str = "x", progress: bool = True) -> FitResult:
     """Fit ``params`` (list of ``field:name``) to the states (``target="x"``) or a recorded output
-    (``target="outputs:<name>"``) of the rollout file ``path``.
+    (``target="outputs:<name>"``) of the rollout file ``path`` by bounded least squares; returns a ``FitResult``
+    with standard errors, 95 % intervals, correlations and the unidentifiable parameters.
 
-    start: {spec: starting value} (default: the file's model values), or ``"file"``: each world starts from its
-    own recorded value (``/model_params``, e.g. drawn by ``randomize``) and the fit estimates one common scale,
-    so each estimate is per world (B, ...). A file with per-world model fields is simulated with them (each
-    world as it ran: its draws and derived constants). Returns {spec: estimate} (float or list) and, under
-    ``"history"``, the loss and estimates per iteration. ``progress``: say when the gradient compiles and, without a
-    ``callback``, show the iterations (loss) on stderr.
+    bounds: {name: (lo, hi)}; default 0 below for fields that cannot be negative (``NONNEGATIVE``), else none.
+    noise: the measurement noise's standard deviation (one number, or one per component of the target): the
+    residuals are then in units of it and the intervals use it; default: each component weighted by its spread
+    over the data and the noise level estimated from the fit (``residuals["sigma2"]``).
+    start: {name: starting value} (default: the file's model values), or ``"file"``: each world starts from its
+    own recorded value (``/model_params``, e.g. drawn by ``randomize``) and one common scale per element is
+    fitted (bounds then bound the scale), so each estimate is per world (B, ...). A file with per-world model
+    fields is simulated with them (each world as it ran). iterations: the solver's limit. callback: called with
+    each iteration's record. ``progress``: say when the Jacobian compiles and show the iterations on stderr.
     """
     configure()  # float64 before the first array (idempotent)
-    import jax
     import jax.numpy as jnp
-    import optax
 
     from .engine.plan import scene_integrator
 
     if target != "x" and not (isinstance(target, str) and target.startswith("outputs:")):
         raise RolloutError(f"target must be 'x' or 'outputs:<name>', got {target!r}")
+    if not isinstance(iterations, int) or iterations < 1:
+        raise RolloutError(f"iterations must be a positive int, got {iterations!r}")
     xs_file, x0, attrs, file_params, sc, out_file, spec = _read(path, scene, target)
     own = attrs.get("integrator")
     own = own.get("name") if isinstance(own, dict) else own
@@ -177,28 +281,121 @@ def fit(path: PathLike, params: Sequence[str], *, scene: SceneLike | None = None
     steps = xs_file.shape[0] * R
     base, resolved, s0, per_world = _starting_values(path, sc, params, start, file_params, x0.shape[0])
     check_param_fields(sc, {k: v for k, v in base.items()}, x0.shape[0])  # shapes/dtypes before compile
-    goal = jnp.asarray(xs_file if out_file is None else out_file)
-    scale = jnp.maximum(jnp.std(goal, axis=(0, 1)), 1e-6)
+    per_element = start == "file"
+    shapes = [np.shape(s)[1:] if per_element else np.shape(s) for s in s0]
+    sizes = [int(np.prod(s, dtype=np.int64)) for s in shapes]
+    z0 = np.concatenate([np.ones(n) if per_element else np.ravel(s) for s, n in zip(s0, sizes)]).astype(np.float64)
+    lo, hi = _bounds(params, resolved, z0, sizes, bounds)
+    goal = np.asarray(xs_file if out_file is None else out_file, np.float64)
+    # The data are arguments of the compiled functions, not constants baked into them: a second fit of the same
+    # shapes (another file, other noise) reuses the compile (JAX's persistent cache).
+    data: dict[str, Any] = {"goal": goal, "weight": _weights(goal, noise), "x0": np.asarray(x0, np.float64),
+            "base": {k: np.asarray(v, np.float64) for k, v in base.items()},
+            "s0": [np.asarray(v, np.float64) for v in s0]}
 
-    def values(z):
-        fields = {k: jnp.asarray(v) for k, v in base.items()}
-        for (field, idx), s, zi in zip(resolved, s0, z):
-            fields[field] = fields[field].at[idx].set(s * jnp.exp(zi))
-        return fields
-
-    def loss(z):
-        fields = values(z)
-        t, xs = simulate(sc, integ, x0, dt=dt, steps=steps, record_every=R, model_params=fields, t0=t0)
+    def residual(z, data):
+        fields = {k: jnp.asarray(v) for k, v in data["base"].items()}
+        parts = jnp.split(z, np.cumsum(sizes)[:-1])
+        for (fld, idx), s, part, shape in zip(resolved, data["s0"], parts, shapes):
+            part = part.reshape(shape)
+            fields[fld] = fields[fld].at[idx].set(s * part if per_element else part)
+        t, xs = simulate(sc, integ, data["x0"], dt=dt, steps=steps, record_every=R, model_params=fields, t0=t0)
         if spec is not None:
-            from mjharness.adapters.outputs import evaluate_outputs
+            xs = _outputs(sc, spec, per_world, fields, t, xs)
+        return jnp.ravel((xs - data["goal"]) / data["weight"])
 
-            def world(fw, xw):  # one world's outputs over time, on its own model fields
-                sw = sc.with_model(sc.mjx_model.tree_replace(fw))
-                return jax.vmap(lambda tt, x: evaluate_outputs(sw, (spec,), tt, x)[spec.name])(t, xw)
+    labels = _labels(params, sizes)
+    history: list[dict] = []
+    report = _reporter(params, sizes, shapes, s0, per_element, history, callback, progress, iterations)
+    tk = sc.trace_key()
+    key = None if tk is None else (
+        tk, repr(getattr(integ, "config", lambda: integ)()), repr(resolved), tuple(shapes), per_element,
+        per_world, None if spec is None else spec.name, dt, steps, R, t0,
+        tuple((k, np.shape(v)) for k, v in sorted(data["base"].items())), np.shape(goal), np.shape(x0))
+    res_fn, jac_fn = fns = _compiled(key, residual, data, z0)
+    z, n_iter = _solve(fns, data, z0, lo, hi, iterations, report,
+                       f"fit: the Jacobian of the residuals over {', '.join(params)}", progress)
+    report(None)
+    jac = np.asarray(jac_fn(z, data), np.float64)
+    r = np.asarray(res_fn(z, data), np.float64)
+    u = uncertainty(jac, r, known_noise=noise is not None)
+    return _result(params, labels, sizes, shapes, s0, per_element, z, u, float(0.5 * r @ r), n_iter, history)
 
-            xs = jax.vmap(world, in_axes=(0 if per_world else None, 1), out_axes=1)(fields, xs)
-        return jnp.mean(((xs - goal) / scale) ** 2)
 
-    prev, history = _optimize(loss, optax.adam(lr), s0, params, per_element=start == "file", iterations=iterations,
-                              callback=callback, progress=progress)
-    return {"params": {p: e.tolist() for p, e in zip(params, prev)}, "history": history}
+def _weights(goal: np.ndarray, noise) -> np.ndarray:
+    """Per component (last axis of ``goal``): the given noise std, or the data's spread (at least 1e-6)."""
+    if noise is None:
+        return np.maximum(np.std(goal, axis=(0, 1)), 1e-6)
+    w = np.asarray(noise, np.float64)
+    if w.ndim > 1 or (w.ndim == 1 and w.shape[0] != goal.shape[-1]) or not np.all(np.isfinite(w)) or np.any(w <= 0):
+        raise RolloutError(f"noise must be a positive number or one per component ({goal.shape[-1]}), got "
+                           f"shape {w.shape}")
+    return np.broadcast_to(w, goal.shape[-1:]).copy()
+
+
+def _outputs(sc, spec, per_world: bool, fields: dict, t, xs):
+    """The output ``spec`` of every world over time, each on its own model fields (live semantics)."""
+    import jax
+
+    from mjharness.adapters.outputs import evaluate_outputs
+
+    def world(fw, xw):
+        sw = sc.with_model(sc.mjx_model.tree_replace(fw))
+        return jax.vmap(lambda tt, x: evaluate_outputs(sw, (spec,), tt, x)[spec.name])(t, xw)
+
+    return jax.vmap(world, in_axes=(0 if per_world else None, 1), out_axes=1)(fields, xs)
+
+
+def _estimates(z: np.ndarray, sizes, shapes, s0, per_element: bool) -> list[np.ndarray]:
+    parts = np.split(np.asarray(z, np.float64).reshape(-1), np.cumsum(sizes)[:-1])
+    return [np.asarray(s) * p.reshape(sh) if per_element else p.reshape(sh) for s, p, sh in zip(s0, parts, shapes)]
+
+
+def _reporter(params, sizes, shapes, s0, per_element, history, callback, progress, iterations):
+    """The solver's per-iteration hook (``IterLog``): a history record, the callback, the progress bar; called
+    with None once at the end to close the bar."""
+    bar = None
+    if progress and callback is None:  # a callback reports the iterations itself (the CLI prints them)
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=iterations, unit="it", desc="fit", dynamic_ncols=True)
+
+    def on(log) -> None:
+        if log is None:
+            if bar is not None:
+                bar.close()
+            return
+        est = _estimates(log.candidate, sizes, shapes, s0, per_element)
+        rec = {"iteration": len(history) + 1, "cost": float(log.objective),
+               "step": None if log.step is None else float(np.linalg.norm(log.step)),
+               "gradient": None if log.grad is None else float(np.linalg.norm(log.grad)),
+               "estimates": {p: e.tolist() for p, e in zip(params, est)}}
+        history.append(rec)
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix_str(f"cost {rec['cost']:.3g}", refresh=False)
+        if callback is not None:
+            callback(rec)
+
+    return on
+
+
+def _result(params, labels, sizes, shapes, s0, per_element, z, u: Uncertainty, cost: float, n_iter: int,
+            history: list[dict]) -> FitResult:
+    est = _estimates(z, sizes, shapes, s0, per_element)
+    parts = np.cumsum([0] + sizes)
+    values, stderr, ci95 = {}, {}, {}
+    for p, e, s, a, b, sh in zip(params, est, s0, parts[:-1], parts[1:], shapes):
+        unit = np.abs(np.asarray(s)) if per_element else 1.0  # a scale's error, in the value's units
+        se = u.stderr[a:b].reshape(sh) * unit
+        hw = u.half_width[a:b].reshape(sh) * unit
+        one = e.size == 1 and not per_element
+        values[p] = float(e.reshape(-1)[0]) if one else e
+        stderr[p] = float(se.reshape(-1)[0]) if one else se
+        lo_, hi_ = e - hw, e + hw
+        ci95[p] = (float(lo_.reshape(-1)[0]), float(hi_.reshape(-1)[0])) if one else (lo_, hi_)
+    residuals = {"rms": u.rms, "dof": u.dof, "sigma2": u.sigma2, "reduced_chi2": u.reduced_chi2}
+    return FitResult(params=list(params), values=values, stderr=stderr, ci95=ci95, elements=labels,
+                     correlation=u.correlation, unidentifiable=[lab for lab, f in zip(labels, u.unidentifiable) if f],
+                     condition_number=u.condition_number, cost=cost, iterations=n_iter, history=history,
+                     residuals=residuals)

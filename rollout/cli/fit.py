@@ -1,6 +1,7 @@
 """``mjharness fit FILE --params body_mass:link1 dof_damping:shoulder``: fit model parameters to a rollout file.
 
-Prints the loss, each estimate and its change per iteration, and writes the estimates (and the history)
+Prints the cost and each estimate per iteration, then a table of estimates with standard errors, 95 % intervals
+and the unidentifiable flag, the condition number and the residuals' statistics, and writes the whole result
 as JSON (``--json-out``, default FILE with ``.fit.json``).
 """
 
@@ -11,60 +12,83 @@ import os
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("fit", help="fit named model parameters to the states of a rollout file (optax)",
+    p = sub.add_parser("fit", help="fit named model parameters to a rollout file (bounded least squares, with "
+                                   "confidence intervals)",
                        description="Fit named model parameters (field:name, e.g. body_mass:link1, dof_damping:shoulder)"
-                                   " to the recorded states of FILE, all worlds at once.")
+                                   " to the recorded states or outputs of FILE, all worlds at once, by bounded "
+                                   "Levenberg-Marquardt with the exact Jacobian; report 95 %% intervals.")
     p.add_argument("file")
     p.add_argument("--params", nargs="+", required=True, metavar="FIELD:NAME")
     p.add_argument("--start", nargs="*", default=[], metavar="FIELD:NAME=VALUE",
                    help="starting values (default: the file's model values)")
-    p.add_argument("--iterations", type=int, default=200)
-    p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--bounds", nargs="*", default=[], metavar="FIELD:NAME=LO:HI",
+                   help="bounds (default: 0 below for fields that cannot be negative)")
+    p.add_argument("--noise", type=float, default=None, metavar="SIGMA",
+                   help="measurement noise std of the target (default: estimated from the fit)")
+    p.add_argument("--iterations", type=int, default=100, help="the solver's iteration limit")
     p.add_argument("--integrator", default=None, help="default: the file's integrator")
     p.add_argument("--target", default="x", metavar="x|outputs:NAME",
                    help="what to fit: the file's states (x, default) or a recorded output, e.g. outputs:sensordata")
     p.add_argument("--json-out", default=None)
-    p.add_argument("--every", type=int, default=10, help="print every k-th iteration")
+    p.add_argument("--every", type=int, default=1, help="print every k-th iteration")
     p.set_defaults(func=command, subject=lambda args: f"file {args.file!r}")
 
 
-def _start(items) -> dict:
+def _pairs(items, flag: str, parse) -> dict:
     out = {}
     for it in items:
         k, sep, v = it.partition("=")
         if not sep:
-            raise ValueError(f"--start {it!r}: expected FIELD:NAME=VALUE")
-        out[k] = float(v)
+            raise ValueError(f"{flag} {it!r}: expected FIELD:NAME=VALUE")
+        try:
+            out[k] = parse(v)
+        except ValueError:
+            raise ValueError(f"{flag} {it!r}: cannot read {v!r}") from None
     return out
 
 
-def command(args) -> int:
-    import jax
+def _range(v: str) -> tuple[float, float]:
+    lo, sep, hi = v.partition(":")
+    if not sep:
+        raise ValueError(v)
+    return float(lo), float(hi)
 
-    jax.config.update("jax_enable_x64", True)
+
+def command(args) -> int:
     from mjharness.rollout.fit import fit
 
-    start = _start(args.start)
-    unknown = sorted(set(start) - set(args.params))
-    if unknown:
-        raise ValueError(f"--start names {unknown}, which are not in --params")
+    start = _pairs(args.start, "--start", float)
+    bounds = _pairs(args.bounds, "--bounds", _range)
+    for flag, given in (("--start", start), ("--bounds", bounds)):
+        unknown = sorted(set(given) - set(args.params))
+        if unknown:
+            raise ValueError(f"{flag} names {unknown}, which are not in --params")
 
     def show(rec):
         i = rec["iteration"]
-        if i == 1 or i % max(1, args.every) == 0 or i == args.iterations:
-            parts = [f"{p}={_fmt(v)} ({_fmt(rec['change'][p], sign=True)})" for p, v in rec["estimates"].items()]
-            print(f"iter {i:4d}  loss {rec['loss']:.4e}  " + "  ".join(parts), flush=True)
+        if i == 1 or i % max(1, args.every) == 0:
+            parts = [f"{p}={_fmt(v)}" for p, v in rec["estimates"].items()]
+            print(f"iter {i:4d}  cost {rec['cost']:.4e}  " + "  ".join(parts), flush=True)
 
-    res = fit(args.file, args.params, integrator=args.integrator, iterations=args.iterations, lr=args.lr,
-              start=start or None, callback=show, target=args.target)
+    res = fit(args.file, args.params, integrator=args.integrator, iterations=args.iterations, bounds=bounds or None,
+              noise=args.noise, start=start or None, callback=show, target=args.target)
     out = args.json_out or os.path.splitext(args.file)[0] + ".fit.json"
     with open(out, "w") as f:
-        json.dump(res, f, indent=1)
-    print("estimates: " + ", ".join(f"{p}={_fmt(v)}" for p, v in res["params"].items()) + f"  -> {out}")
+        json.dump(res.to_dict(), f, indent=1)
+    print(f"{'parameter':<28} {'estimate':>14} {'std error':>12}  95 % interval")
+    for p in res.params:
+        lo, hi = res.ci95[p]
+        flag = "  unidentifiable" if any(e == p or e.startswith(p + "[") for e in res.unidentifiable) else ""
+        print(f"{p:<28} {_fmt(res.values[p]):>14} {_fmt(res.stderr[p]):>12}  [{_fmt(lo)}, {_fmt(hi)}]{flag}")
+    r = res.residuals
+    print(f"cost {res.cost:.4e} after {res.iterations} iterations; condition number {res.condition_number:.3g}; "
+          f"residual rms {r['rms']:.3g}, reduced chi2 {r['reduced_chi2']:.3g} ({r['dof']} dof)  -> {out}")
     return 0
 
 
-def _fmt(v, sign=False):
-    vals = v if isinstance(v, list) else [v]
-    s = ",".join(f"{x:+.3e}" if sign else f"{x:.6g}" for x in vals)
+def _fmt(v):
+    import numpy as np
+
+    vals = np.ravel(np.asarray(v, np.float64)).tolist()
+    s = ",".join(f"{x:.6g}" for x in vals)
     return s if len(vals) == 1 else f"[{s}]"
