@@ -6,6 +6,7 @@ from mjharness.scenes.settings import configure, import_mjx
 
 import_mjx()
 
+from .forces import ForceError, ForceProvider  # noqa: E402 - after the quiet MJX import
 from .mjcf_inertia import rigid_body_from_mjcf  # noqa: E402 - after the quiet MJX import
 from .mjscene import MjScene  # noqa: E402 - after the quiet MJX import
 from .motor import DCMotor  # noqa: E402 - after the quiet MJX import
@@ -17,4 +18,4 @@ from .system_types import Coupling, GlobalOffset, LocalOffset, OffsetTypeError, 
 
 __all__ = ["configure", "MjScene", "JointStates", "joint_states", "SpatialInertia", "FreeJointState", "RigidBody",
            "rigid_body_from_mjcf", "System", "Coupling", "LocalOffset", "GlobalOffset", "OffsetTypeError", "DCMotor",
-           "SystemSpecError", "RigidBodyModel", "system_from_spec"]
+           "SystemSpecError", "RigidBodyModel", "system_from_spec", "ForceError", "ForceProvider"]

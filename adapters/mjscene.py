@@ -34,7 +34,9 @@ from mjharness.integrators.state import canonical_update
 from mjharness.scenes import scene_info
 from mjharness.scenes.settings import configure
 
+from . import forces as _forces
 from . import noise as _noise
+from . import scene_layout as _layout
 from .backends import AUTO, BACKEND_NAMES, check_name, get_backend, initial_backend, requested
 from .backends import host as _host
 from .backends.base import ChunkRun, ChunkStatic, warmstart
@@ -108,6 +110,8 @@ class MjScene:
         twin.backend_impl, twin.backend, twin.requested_backend = impl, impl.name, impl.name
         twin.backend_note = ""
         twin._rebuild(model, mjx_model)
+        if self.force_providers:  # a provider runs as the twin's backend calls it (JAX per world, NumPy batch)
+            impl.check_forces(twin)
         return twin
 
     def _rebuild(self, model, mjx_model) -> None:
@@ -152,16 +156,13 @@ class MjScene:
 
     def needs(self) -> dict[str, str]:
         """The backend capabilities what is registered on this scene needs ({capability: what needs it})."""
-        noise = _noise.scene_noise(self)
-        kinds = {s.kind for s in noise.sources}
-        out = {}
-        if self._extras:
-            out["extra_states"] = f"add_state {sorted(self._extras)}"
-        if "body" in kinds:
-            out["body_noise"] = "add_body_noise"
-        if "joint" in kinds:
-            out["joint_noise"] = "add_joint_noise"
-        return out
+        kinds = {s.kind for s in _noise.scene_noise(self).sources}
+        forces = [p.name for p in self.force_providers]
+        table = (("extra_states", bool(self._extras), f"add_state {sorted(self._extras)}"),
+                 ("body_noise", "body" in kinds, "add_body_noise"),
+                 ("joint_noise", "joint" in kinds, "add_joint_noise"),
+                 ("force_providers", bool(forces), f"add_force {forces}"))
+        return {cap: what for cap, on, what in table if on}
 
     @property
     def layout(self) -> StateLayout:
@@ -334,7 +335,7 @@ class MjScene:
             d = d.replace(ctrl=jnp.asarray(ctrl, dtype=d.ctrl.dtype).reshape(d.ctrl.shape))
         if qacc_warmstart is not None:
             d = d.replace(qacc_warmstart=jnp.asarray(qacc_warmstart, d.qacc_warmstart.dtype))
-        return mjx.forward(self.mjx_model, d)
+        return _forces.mjx_forward(self, t, x, d)  # mjx.forward, with the force providers at their stage
 
     # -- carried state ----------------------------------------------------------------------------
     @property
@@ -416,18 +417,7 @@ class MjScene:
 
     def project(self, x: jax.Array) -> jax.Array:
         """After a full step: clamp limited activations to actrange, as MuJoCo's mj_advance does."""
-        if not self.model.na:
-            return x
-        lim = [(int(self.model.actuator_actadr[i]), int(self.model.actuator_actnum[i]), self.model.actuator_actrange[i])
-               for i in range(self.model.nu)
-               if self.model.actuator_actadr[i] >= 0 and self.model.actuator_actlimited[i]]
-        if not lim:
-            return x
-        o = self.act_segment.start
-        for adr, num, (lo, hi) in lim:
-            sl = slice(o + adr, o + adr + num)
-            x = x.at[sl].set(jnp.clip(x[sl], lo, hi))
-        return x
+        return _layout.clamp_activations(self.model, x, self.act_segment.start)
 
     # -- editing --------------------------------------------------------------------------------
     def recompile(self, new_model: Any) -> None:
@@ -441,6 +431,17 @@ class MjScene:
         mjx_model = self.backend_impl.put_model(new_model, scene_info(new_model).source, self._opts)
         self._source = new_model
         self._rebuild(new_model, mjx_model)
+
+    # -- forces (implemented in adapters/forces.py) ------------------------------------------------
+    def add_force(self, fn: Callable, name: str | None = None) -> _forces.ForceProvider:
+        """Add a force provider ``fn(t, x, data)`` evaluated at every stage: world-frame wrenches (nbody, 6) at each
+        body's centre of mass (as ``xfrc_applied``), or ``{"qfrc": (nv,)}`` (and/or ``"xfrc"``); JAX per world
+        on MJX, NumPy of the whole batch on MuJoCo C (leading axis B). See ``adapters/forces.py``, docs/forces.md."""
+        return _forces.add_force(self, fn, name)
+
+    @property
+    def force_providers(self) -> tuple[_forces.ForceProvider, ...]:
+        return _forces.scene_forces(self)
 
     # -- noise (stochastic scenes; implemented in adapters/noise.py) -----------------------------
     def add_joint_noise(self, joint: str, sigma: ArrayLike) -> tuple[_noise.NoiseSource, ...]:
@@ -477,10 +478,11 @@ class MjScene:
 
         The MuJoCo model (binary), its MJX model and data template (the constants a trace embeds),
         the state layout, the quaternion policy and the noise sources. ``None`` once user callables
-        (``add_state`` derivatives or diffusions) take part: their code cannot be hashed reliably.
+        (``add_state`` derivatives or diffusions, force providers) take part: their code cannot be hashed reliably
+        (the engine then reuses a compiled chunk for the same scene object only).
         Used by the rollout engine's cache of traced functions (``rollout/cache.py``).
         """
-        if self._extras or _noise.scene_noise(self).extras:
+        if self._extras or _noise.scene_noise(self).extras or self.force_providers:
             return None
         h = hashlib.sha256()
         mjb = np.zeros(mujoco.mj_sizeModel(self.model), np.uint8)

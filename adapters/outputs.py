@@ -2,9 +2,10 @@
 
 An output is named like the MuJoCo ``mjData`` field it records (``xpos``, ``site_xpos``,
 ``cfrc_ext``, ...), or ``sensordata`` (every sensor), ``sensor:<name>`` (one MJCF sensor),
-``energy``, ``contact_force`` and ``contacts`` (every contact of a world in K slots, ``contacts:K``; see
-``adapters/contacts.py``); or it is a user function ``fn(scene, t, x, data) -> array`` (or a
-``(name, fn)`` pair) of the MJX data after the forward pass (diffrax's ``SaveAt(fn=...)`` idea).
+``energy``, ``contact_force``, ``contacts`` (every contact of a world in K slots, ``contacts:K``; see
+``adapters/contacts.py``) and ``applied_wrench`` (the force providers' wrench sums, ``adapters/forces.py``);
+or it is a user function ``fn(scene, t, x, data) -> array`` (or a ``(name, fn)`` pair) of the MJX data after the
+forward pass (diffrax's ``SaveAt(fn=...)`` idea).
 
 Each kind is one entry of the registry ``KINDS`` (``OutputKind``: how a name parses into an
 ``OutputSpec`` row, how the value is read off MJX data, how off MuJoCo C's ``MjData``); plain
@@ -33,6 +34,8 @@ import numpy as np
 
 from mjharness.integrators.names import OutputSemantics
 
+from .backends.host import WRENCH
+from .forces import mjx_wrench
 from .output_eval import (  # noqa: E402 - the evaluators of each kind
     OutputError,
     _contact_force,
@@ -203,6 +206,20 @@ def _parse_contacts(m: mujoco.MjModel, name: str) -> tuple[OutputSpec, OutputSpe
     return slots, counts
 
 
+def _parse_applied_wrench(m: mujoco.MjModel, name: str) -> OutputSpec | None:
+    if name != WRENCH:
+        return None
+    return OutputSpec(name, WRENCH, (m.nbody, 6), units="N | N m", labels=_names(m, _OBJ.mjOBJ_BODY, m.nbody),
+                      frame="world: force at the body's centre of mass (xipos), torque about it (as xfrc_applied); "
+                            "the sum of the scene's force providers (add_force), zeros without",
+                      comps=("fx", "fy", "fz", "tx", "ty", "tz"))
+
+
+def _host_wrench(m, d, s):
+    zeros = np.zeros(int(np.prod(s.shape)))
+    return lambda: zeros  # host.HostOutputs writes the providers' sums of the whole batch into these columns
+
+
 def _parse_field(m: mujoco.MjModel, name: str) -> OutputSpec | None:
     if name not in FIELDS:
         return None
@@ -257,7 +274,7 @@ def _parse_name(m: mujoco.MjModel, name) -> OutputSpec | tuple:
         if spec is not None:
             return spec
     raise OutputError(f"unknown output {name!r}: use 'sensordata', 'sensor:<name>', 'energy', 'contact_force', "
-                      f"'contacts' ('contacts:K'), "
+                      f"'contacts' ('contacts:K'), 'applied_wrench', "
                       f"a function fn(scene, t, x, data), or one of the MuJoCo fields {sorted(FIELDS)}")
 
 
@@ -380,6 +397,7 @@ KINDS = (
     OutputKind("contacts", _parse_contacts, _mjx_contacts, _host_contacts),
     OutputKind("contacts_ncon", lambda m, name: None, _mjx_contact_counts, _host_contact_counts,
                flags=lambda s, v: np.asarray(v)[..., 2] != 0),
+    OutputKind(WRENCH, _parse_applied_wrench, lambda scene, t, x, d, s: mjx_wrench(scene, t, x, d), _host_wrench),
     FIELD_KIND,
     OutputKind("callable", lambda m, name: None, lambda scene, t, x, d, s: s.fn(scene, t, x, d), _no_host),
 )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+import jax.numpy as jnp
 import mujoco
 
 from mjharness.integrators import StateError, StateRegistry, StateSpec
@@ -114,3 +115,13 @@ def carried_data(data: mujoco.MjData, model: mujoco.MjModel) -> mujoco.MjData:
     new.time = data.time
     mujoco.mj_forward(model, new)
     return new
+
+
+def clamp_activations(model: mujoco.MjModel, x, o: int):
+    """``x`` with its limited activations (from offset ``o``) clamped to actrange, as MuJoCo's mj_advance does."""
+    lim = [(int(model.actuator_actadr[i]), int(model.actuator_actnum[i]), model.actuator_actrange[i])
+           for i in range(model.nu) if model.actuator_actadr[i] >= 0 and model.actuator_actlimited[i]]
+    for adr, num, (lo, hi) in lim if model.na else ():
+        sl = slice(o + adr, o + adr + num)
+        x = x.at[sl].set(jnp.clip(x[sl], lo, hi))
+    return x

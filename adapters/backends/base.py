@@ -26,6 +26,7 @@ CAPABILITIES = {
     "callable_outputs": "callable outputs fn(scene, t, x, data) (data is MJX data)",
     "float64": "float64 dynamics",
     "per_world_outputs": "recorded outputs evaluated on per-world model fields",
+    "force_providers": "force providers (add_force: evaluated between the velocity and acceleration stages)",
 }
 
 
@@ -125,6 +126,7 @@ class Capabilities:
         callable_outputs: user output functions ``fn(scene, t, x, data)`` on MJX data.
         float64: dynamics evaluated in float64 (MJWarp's kernels are float32 only).
         per_world_outputs: recorded outputs evaluated on each world's own model fields.
+        force_providers: ``add_force`` providers evaluated at every stage.
     """
 
     mjx_data: bool
@@ -137,6 +139,7 @@ class Capabilities:
     callable_outputs: bool
     float64: bool
     per_world_outputs: bool = True
+    force_providers: bool = True
 
     def has(self, cap: str) -> bool:
         if cap not in CAPABILITIES:
@@ -237,6 +240,10 @@ class Backend:
     def outputs(self, scene: Any, specs: tuple, t: ArrayLike, x: ArrayLike, ctrl: ArrayLike | None,
                 ws: ArrayLike | None) -> dict:
         """{name: value} of the recorded outputs ``specs`` (``adapters.outputs.OutputSpec``) of one world."""
+        raise NotImplementedError
+
+    def check_forces(self, scene: Any) -> None:
+        """Call ``scene``'s force providers once as this backend will (``providers.ForceError`` on a bad result)."""
         raise NotImplementedError
 
     def chunk_runner(self, scene: Any, static: ChunkStatic, run: ChunkRun) -> Callable | None:

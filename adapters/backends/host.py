@@ -33,6 +33,7 @@ from . import host_batch as _host_batch
 from .base import BackendError
 
 MODES = ("forward", "euler", "implicit")
+WRENCH = "applied_wrench"  # the output of the force providers' wrench sums (adapters/outputs.py)
 _S = mujoco.mjtState
 # What a stage sets on MjData: packed by mj_setState in this (bit) order.
 _STATE = int(_S.mjSTATE_TIME | _S.mjSTATE_QPOS | _S.mjSTATE_QVEL | _S.mjSTATE_ACT | _S.mjSTATE_WARMSTART
@@ -66,13 +67,17 @@ class HostPool:
             raise BackendError(f"backend 'mujoco': mujoco {mujoco.__version__} packs mjSTATE rows differently")
         self._damped = bool(not (m.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_EULERDAMP)
                             and np.any(m.dof_damping > 0))
+        # The scene's own applied forces, to which force providers' sums are added at every stage.
+        self.base = (data.xfrc_applied.copy(), data.qfrc_applied.copy())
 
-    def _slice(self, i, lo, hi, mode, t, x, ctrl, ws, h, out, force=None, fields=None):
+    def _slice(self, i, lo, hi, mode, t, x, ctrl, ws, h, out, force=None, fields=None, applied=None):
         """Worlds lo..hi on thread i's MjData: only MuJoCo C calls and row copies per world; everything
         that can be done on the whole slice at once (qvel, rates) is done after the loop.
         ``force`` (k, nv): generalized forces whose M(q)^-1 f (mj_solveM on mj_forward's factor) is
         appended to each row after the first ``width`` columns (joint-noise diffusion).
-        ``fields`` (layout, (n, P) values): per-world model fields (``WorldFields``), written before each world."""
+        ``fields`` (layout, (n, P) values): per-world model fields (``WorldFields``), written before each world.
+        ``applied`` ((n, nbody, 6), (n, nv)): force providers' sums (``providers.HostForces``), added to the scene's
+        own xfrc_applied / qfrc_applied before each world's mj_forward."""
         m, d = self.model, self.datas[i]
         minv = None if force is None else np.empty_like(force)
         nq, nv, na = m.nq, m.nv, m.na
@@ -90,9 +95,12 @@ class HostPool:
         # One mj_setState per world instead of six numpy assignments (less Python under the GIL):
         # rows [time, qpos, qvel, act, qacc_warmstart, ctrl] in mjtState bit order, built for the slice at once.
         packed = np.concatenate([t[lo:hi, None], x[:, :nq + nv + na], ws[lo:hi], ctrl[lo:hi]], axis=1)
+        xfrc, qfrc = d.xfrc_applied, d.qfrc_applied
         for w in range(hi - lo):
             if world is not None:
                 world.set(fields[1][lo + w])
+            if applied is not None:
+                xfrc[:], qfrc[:] = self.base[0] + applied[0][lo + w], self.base[1] + applied[1][lo + w]
             mujoco.mj_setState(m, d, packed[w], _STATE)
             mujoco.mj_forward(m, d)
             out[w, 2 * nv:2 * nv + na] = act_dot
@@ -113,9 +121,10 @@ class HostPool:
         if mode == "implicit" and na:
             out[:, 2 * nv:2 * nv + na] = (after[:, nv:] - x[:, nq + nv:]) / hs
 
-    def evaluate(self, mode, t, x, ctrl, ws, h, force=None, fields=None, out=None):
+    def evaluate(self, mode, t, x, ctrl, ws, h, force=None, fields=None, out=None, forces=None):
         """Arrays with one common leading batch shape (or none) -> (..., 3 nv + na [+ force.size]) float64, written
-        into ``out`` (C-contiguous float64 of that shape) when given."""
+        into ``out`` (C-contiguous float64 of that shape) when given; ``forces``: the scene's force providers
+        (``providers.HostForces``), evaluated on the whole batch first."""
         if force is not None and mode != "forward":
             raise BackendError(f"backend 'mujoco': M^-1 f columns are evaluated in mode 'forward' only, not {mode!r}")
         # The callback may hand over jax Arrays: index those per world and each index is a JAX dispatch
@@ -129,13 +138,14 @@ class HostPool:
             fields = (fields[0], np.asarray(fields[1], dtype=np.float64).reshape(n, -1))
         width = self.width + (0 if force is None else force.size)
         out = np.empty((n, width)) if out is None else out.reshape(n, width)
+        applied = None if forces is None else forces(t, x, ctrl, None if fields is None else fields[1])
         k = min(self.threads, n)
         if k <= 1 or self.executor is None:
-            self._slice(0, 0, n, mode, t, x, ctrl, ws, h, out, force, fields)
+            self._slice(0, 0, n, mode, t, x, ctrl, ws, h, out, force, fields, applied)
         else:
             bounds = np.linspace(0, n, k + 1).astype(int)
             futs = [self.executor.submit(self._slice, i, bounds[i], bounds[i + 1], mode, t, x, ctrl, ws, h, out,
-                                         force, fields) for i in range(k)]
+                                         force, fields, applied) for i in range(k)]
             for f in futs:
                 f.result()
         return out.reshape(lead + (width,))
@@ -183,18 +193,20 @@ def _host_call(fn, shape: tuple, *args):
     return buffer_callback(call, spec, vmap_method="broadcast_all")(*args)
 
 
-def make_evaluator(pool: HostPool, mode: str, force: np.ndarray | None = None):
+def make_evaluator(pool: HostPool, mode: str, force: np.ndarray | None = None, forces=None):
     """``f(t, x, ctrl, ws, h) -> (3 nv + na [+ k nv],)`` for one world, batched by vmap into one host call.
 
-    ``force`` (k, nv), a constant: the row also holds M(q)^-1 force[i] for each i (``HostData.minv_f``)."""
+    ``force`` (k, nv), a constant: the row also holds M(q)^-1 force[i] for each i (``HostData.minv_f``).
+    ``forces``: the scene's force providers (``providers.HostForces``) or None."""
     if mode not in MODES:
         raise BackendError(f"backend 'mujoco': unknown evaluation mode {mode!r}")
     if force is not None:
         force = np.ascontiguousarray(force, dtype=np.float64).reshape(-1, pool.model.nv)
     width = pool.width + (0 if force is None else force.size)
     # A stage that needs only mj_forward runs the whole batch in C (host_batch.py: no Python per world).
-    host = (_host_batch.forward_caller(pool, None, force) if _host_batch.batched(pool, mode, force)
-            else lambda t, x, ctrl, ws, h, out=None: pool.evaluate(mode, t, x, ctrl, ws, h, force=force, out=out))
+    host = (_host_batch.forward_caller(pool, None, force, forces) if _host_batch.batched(pool, mode, force)
+            else lambda t, x, ctrl, ws, h, out=None: pool.evaluate(mode, t, x, ctrl, ws, h, force=force, out=out,
+                                                                  forces=forces))
 
     @jax.custom_jvp
     def evaluate(t, x, ctrl, ws, h):
@@ -244,7 +256,7 @@ def _field_writes(models, layout: tuple) -> list:
             for m in models]
 
 
-def make_field_evaluator(pool: HostPool, mode: str, force: np.ndarray | None, layout: tuple):
+def make_field_evaluator(pool: HostPool, mode: str, force: np.ndarray | None, layout: tuple, forces=None):
     """``make_evaluator`` with one more argument: the world's model fields of ``layout`` as one flat vector."""
     if mode not in MODES:
         raise BackendError(f"backend 'mujoco': unknown evaluation mode {mode!r}")
@@ -253,9 +265,9 @@ def make_field_evaluator(pool: HostPool, mode: str, force: np.ndarray | None, la
     width = pool.width + (0 if force is None else force.size)
 
     # mj_forward only: the whole batch in C, the fields per simulation (host_batch.py: no Python per world).
-    host = (_host_batch.forward_caller(pool, layout, force) if _host_batch.batched(pool, mode, force, layout) else
-            lambda t, x, ctrl, ws, h, p, out=None: pool.evaluate(mode, t, x, ctrl, ws, h, force=force,
-                                                                  fields=(layout, p), out=out))
+    host = (_host_batch.forward_caller(pool, layout, force, forces) if _host_batch.batched(pool, mode, force, layout)
+            else lambda t, x, ctrl, ws, h, p, out=None: pool.evaluate(mode, t, x, ctrl, ws, h, force=force,
+                                                                       fields=(layout, p), out=out, forces=forces))
 
     @jax.custom_jvp
     def evaluate(t, x, ctrl, ws, h, p):
@@ -316,10 +328,15 @@ class HostOutputs:
     ``layout`` ((path, size), ...): per-world model fields. Each thread then reads its outputs off
     its own copy of the model, into which world w's fields (the run's per-world values: drawn, explicit and the
     derived constants mj_setConst gave them) are written before the world's mj_forward, as the dynamics do
-    (``WorldFields``)."""
+    (``WorldFields``). ``forces`` (``providers.HostForces``): the scene's force providers, evaluated on the whole
+    batch first and applied before each world's mj_forward, as the dynamics do; their wrench sums are the
+    ``applied_wrench`` columns."""
 
-    def __init__(self, pool: HostPool, specs, rne: bool, layout: tuple | None = None):
-        self.pool, self.width, self.layout = pool, output_width(specs), layout
+    def __init__(self, pool: HostPool, specs, rne: bool, layout: tuple | None = None, forces=None):
+        self.pool, self.width, self.layout, self.forces = pool, output_width(specs), layout, forces
+        # "applied_wrench" columns: the providers' wrench sums (zeros without providers)
+        bounds = np.cumsum([0] + [int(np.prod(s.shape, dtype=np.int64)) for s in specs])
+        self.wrench = [slice(lo, hi) for s, lo, hi in zip(specs, bounds[:-1], bounds[1:]) if s.field == WRENCH]
         self.readers, self.writes = [], []
         for src in pool.datas:
             m = pool.model if layout is None else copy.deepcopy(pool.model)
@@ -328,13 +345,16 @@ class HostOutputs:
             self.readers.append(_OutputReader(m, d, specs, rne))
             self.writes.append(None if layout is None else _field_writes((m,), layout))
 
-    def _slice(self, i, lo, hi, packed, out, fields=None):
+    def _slice(self, i, lo, hi, packed, out, fields=None, applied=None):
         r, writes = self.readers[i], self.writes[i]
         m, d = r.m, r.d
+        xfrc, qfrc = d.xfrc_applied, d.qfrc_applied
         for w in range(lo, hi):
             if fields is not None:
                 for sl, write in writes:
                     write(fields[w, sl])
+            if applied is not None:  # the stage's own forces: the dynamics' mj_forward at this state
+                xfrc[:], qfrc[:] = self.pool.base[0] + applied[0][w], self.pool.base[1] + applied[1][w]
             mujoco.mj_setState(m, d, packed[w], _STATE)
             mujoco.mj_forward(m, d)
             r(out[w])
@@ -353,14 +373,18 @@ class HostOutputs:
                                  ctrl.reshape(n, -1)], axis=1)
         fields = None if p is None else np.asarray(p, dtype=np.float64).reshape(n, -1)
         out = np.empty((n, self.width)) if out is None else out.reshape(n, self.width)
+        applied = None if self.forces is None else self.forces(packed[:, 0], x.reshape(n, -1), ctrl.reshape(n, -1),
+                                                               fields)
         k = min(self.pool.threads, n)
         if k <= 1 or self.pool.executor is None:
-            self._slice(0, 0, n, packed, out, fields)
+            self._slice(0, 0, n, packed, out, fields, applied)
         else:
             bounds = np.linspace(0, n, k + 1).astype(int)
-            for f in [self.pool.executor.submit(self._slice, i, bounds[i], bounds[i + 1], packed, out, fields)
-                      for i in range(k)]:
+            for f in [self.pool.executor.submit(self._slice, i, bounds[i], bounds[i + 1], packed, out, fields,
+                                                applied) for i in range(k)]:
                 f.result()
+        for sl in self.wrench:
+            out[:, sl] = 0.0 if applied is None else applied[0].reshape(n, -1)
         return out.reshape(lead + (self.width,))
 
 

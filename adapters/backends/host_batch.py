@@ -93,11 +93,12 @@ def _dot(p: np.ndarray) -> np.ndarray:
 class BatchForward:
     """``f(t, x, ctrl, ws, h[, p]) -> (..., 3 nv + na [+ k nv])`` as ``HostPool.evaluate`` in mode "forward", with
     M^-1 of ``force``'s rows (k, nv) after the first 3 nv + na columns when given (``SolveM``); with ``layout``
-    ((field, size), ...), ``p`` (..., P) holds each world's fields, flat."""
+    ((field, size), ...), ``p`` (..., P) holds each world's fields, flat. ``forces`` (``providers.HostForces``): the
+    scene's force providers, whose sums are added to the scene's xfrc_applied / qfrc_applied before the forward."""
 
-    def __init__(self, pool, layout: tuple | None = None, force: np.ndarray | None = None):
+    def __init__(self, pool, layout: tuple | None = None, force: np.ndarray | None = None, forces=None):
         self.pool, self.layout = pool, layout
-        self.force = force
+        self.force, self.forces = force, forces
         self.solve = None if force is None else SolveM(pool.model, force)
         bounds = np.cumsum([0] + [size for _, size in layout or ()])
         self.slices = [(name, slice(lo, hi)) for (name, _), lo, hi in zip(layout or (), bounds[:-1], bounds[1:])]
@@ -116,8 +117,9 @@ class BatchForward:
             b.state[:] = self.row0
             fields = [(b.expand(name), sl) for name, sl in self.slices]
             factor = None if self.solve is None else (b.bind("qLD"), b.bind("qLDiagInv"))
+            applied = None if self.forces is None else (b.bind("xfrc_applied"), b.bind("qfrc_applied"))
             got = self.batches[n] = (b, [b.bind(f) for f in _INPUTS], b.bind("qacc"), b.bind("act_dot"), fields,
-                                     factor)
+                                     factor, applied)
         return got
 
     def __call__(self, t, x, ctrl, ws, h, p=None, out=None):
@@ -129,8 +131,11 @@ class BatchForward:
         x = x.reshape(n, -1)
         width = 3 * nv + na + (0 if self.force is None else self.force.size)
         out = np.empty((n, width)) if out is None else out.reshape(n, width)
+        forces = None if self.forces is None else self.forces(np.reshape(t, n), x, np.reshape(ctrl, (n, -1)), p)
         with self.lock:
-            b, (time_, qpos, qvel, act, warm, u), qacc, act_dot, fields, factor = self._batch(n)
+            b, (time_, qpos, qvel, act, warm, u), qacc, act_dot, fields, factor, applied = self._batch(n)
+            if applied is not None:  # the providers' sums at this stage, on the scene's own applied forces
+                applied[0][:], applied[1][:] = self.pool.base[0] + forces[0], self.pool.base[1] + forces[1]
             if fields:
                 p = np.asarray(p, np.float64).reshape(n, -1)
                 for field, sl in fields:
@@ -152,7 +157,7 @@ class BatchForward:
             w = np.flatnonzero(reset)
             own = None if self.layout is None else (self.layout, np.reshape(p, (n, -1))[w])
             out[w] = self.pool.evaluate("forward", *(np.reshape(a, (n, -1))[w] for a in (t, x, ctrl, ws, h)),
-                                        force=self.force, fields=own)
+                                        force=self.force, fields=own, forces=self.forces)
         return out.reshape(lead + (width,))
 
 
@@ -165,12 +170,13 @@ def batched(pool, mode: str, force, layout: tuple | None = None) -> bool:
     return mode == "forward" or (force is None and mode == "euler" and not pool._damped)
 
 
-def forward_caller(pool, layout: tuple | None = None, force: np.ndarray | None = None) -> BatchForward:
-    """The pool's ``BatchForward`` for ``layout`` and ``force`` (one each per pool: its Batches persist across stages
-    and chunks)."""
+def forward_caller(pool, layout: tuple | None = None, force: np.ndarray | None = None,
+                   forces=None) -> BatchForward:
+    """The pool's ``BatchForward`` for ``layout``, ``force`` and ``forces`` (one each per pool: its Batches persist
+    across stages and chunks)."""
     cache = pool.__dict__.setdefault("_batch_forward", {})
-    key = (layout, None if force is None else (force.shape, force.tobytes()))
+    key = (layout, None if force is None else (force.shape, force.tobytes()), id(forces))
     got = cache.get(key)
     if got is None:
-        got = cache[key] = BatchForward(pool, layout, force)
+        got = cache[key] = BatchForward(pool, layout, force, forces)
     return got

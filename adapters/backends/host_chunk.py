@@ -2,7 +2,7 @@
 
 ``SemiImplicitEuler`` is MuJoCo's Euler, ``RK4`` (exp-map quaternions) its RK4 and ``ImplicitFast`` its
 implicitfast. When a run uses one of them and nothing per stage needs JAX (no extra states, noise,
-ctrl callable), the stage-by-stage path (one ``pure_callback`` per stage, our
+ctrl callable) or the host (no force providers), the stage-by-stage path (one ``pure_callback`` per stage, our
 update arithmetic in XLA) only re-does what ``mj_step`` does. Here the chunk is instead
 ``mujoco.batch.Batch.rollout`` (MuJoCo 4's batched ``mj_step`` on a persistent thread pool, as fast as
 ``mujoco.rollout``): the rows ``[qpos, qvel, act, qacc_warmstart]`` after every step come back in one
@@ -110,6 +110,7 @@ def why_not(scene, st: ChunkStatic, run: ChunkRun) -> str:
         (loop is not None and bool(st.outputs), "outputs are recorded beside a closed loop"),
         (bool(_unexpandable(run.values)), f"per-world model fields {_unexpandable(run.values)} that mj_step cannot "
                                           f"take per simulation"),
+        (bool(getattr(scene, "force_providers", ())), "force providers run at every stage"),
         (bool(scene.needs()) or scene.layout.size != scene.nq + scene.nv + scene.na,
          "extra states or noise need JAX at every stage"),
         (tuple(name for name, _ in st.carry if name not in loop_names) != ("qacc_warmstart",),

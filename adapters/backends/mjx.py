@@ -94,6 +94,11 @@ class MjxBackend(Backend):
 
         return mjx_outputs(scene, specs, t, x, ctrl, ws)
 
+    def check_forces(self, scene):
+        from ..forces import mjx_check  # the providers traced abstractly on one world
+
+        mjx_check(scene)
+
     def digest(self, h, scene):
         # A model read back from a file (MJB) has signature 0, the same model otherwise; MJX's dynamics never read
         # the signature (only spec lookups do), so it stays out of the key and a resume reuses the cached trace.

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mujoco.mjx._src import collision_driver, math, smooth, support
+from mujoco.mjx._src import collision_driver, math, sensor, smooth, solver, support
 from mujoco.mjx._src import forward as _forward
 
 # -- functions of mujoco.mjx._src that mujoco.mjx does not export ------------------------------------------
@@ -27,6 +27,27 @@ inert_mul = math.inert_mul
 def advance(m, d, act_dot, qacc):
     """MJX's explicit Euler update of act, qvel, qpos and time (``forward._advance``)."""
     return _forward._advance(m, d, act_dot, qacc)
+
+
+def forward_to_velocity(m, d):
+    """``mjx.forward``'s position and velocity stages (MJX 3.17's ``forward._src.forward.forward``, first half):
+    kinematics, centres of mass, ``cvel``, the position and velocity sensors."""
+    d = _forward.fwd_position(m, d)
+    d = sensor.sensor_pos(m, d)
+    d = _forward.fwd_velocity(m, d)
+    return sensor.sensor_vel(m, d)
+
+
+def forward_from_actuation(m, d):
+    """The rest of ``mjx.forward`` after ``forward_to_velocity``, as MJX 3.17 runs it: actuation, the smooth
+    acceleration (where ``xfrc_applied`` / ``qfrc_applied`` enter), the constraint solve and the acceleration
+    sensors."""
+    d = _forward.fwd_actuation(m, d)
+    d = _forward.fwd_acceleration(m, d)
+    if d._impl.efc_J.size == 0:
+        return d.replace(qacc=d.qacc_smooth)
+    d = solver.solve(m, d)
+    return sensor.sensor_acc(m, d)
 
 
 def collision_ncon(t1: int, t2: int) -> int | None:

@@ -16,6 +16,7 @@ from mjharness.scenes import load_native
 
 from . import host as _host
 from . import host_chunk as _host_chunk
+from . import providers as _providers
 from .base import Backend, Capabilities, check_naconmax, warmstart
 
 
@@ -62,9 +63,10 @@ class MujocoBackend(Backend):
         state = scene.backend_state
         if state.world_fields:
             return self._evaluate_fields(scene, state.world_fields, key, t, x, ctrl, ws, mode, h, force)
-        fn = state.fns.get(key)
+        forces = self._forces(scene, None)
+        fn = state.fns.get((key, id(forces)))
         if fn is None:
-            fn = state.fns[key] = _host.make_evaluator(state.pool, mode, force)
+            fn = state.fns[(key, id(forces))] = _host.make_evaluator(state.pool, mode, force, forces)
         m = scene.model
         ctrl = scene.data.ctrl if ctrl is None else ctrl
         ws = np.zeros(m.nv) if ws is None else ws
@@ -83,9 +85,11 @@ class MujocoBackend(Backend):
 
     def _evaluate_fields(self, scene, fields, key, t, x, ctrl, ws, mode, h, force):
         layout, state = self._layout(fields), scene.backend_state
-        fn = state.fns.get(("fields", key, layout))
+        forces = self._forces(scene, layout)
+        fn = state.fns.get(("fields", key, layout, id(forces)))
         if fn is None:
-            fn = state.fns[("fields", key, layout)] = _host.make_field_evaluator(state.pool, mode, force, layout)
+            fn = state.fns[("fields", key, layout, id(forces))] = _host.make_field_evaluator(state.pool, mode, force,
+                                                                                             layout, forces)
         m, f64 = scene.model, jax.dtypes.canonicalize_dtype(jnp.float64)  # float32 in a float32 run
         ctrl = scene.data.ctrl if ctrl is None else ctrl
         ws = np.zeros(m.nv) if ws is None else ws
@@ -113,11 +117,12 @@ class MujocoBackend(Backend):
         state = scene.backend_state
         fields = state.world_fields  # each world's own model fields
         layout = self._layout(fields) if fields else None
-        key = ("outputs", tuple(specs), bool(needs_rne(specs)), layout)
+        forces = self._forces(scene, layout)
+        key = ("outputs", tuple(specs), bool(needs_rne(specs)), layout, id(forces))
         fn = state.fns.get(key)
         if fn is None:
             fn = state.fns[key] = _host.make_output_evaluator(
-                _host.HostOutputs(state.pool, specs, needs_rne(specs), layout))
+                _host.HostOutputs(state.pool, specs, needs_rne(specs), layout, forces))
         m, f64 = scene.model, jax.dtypes.canonicalize_dtype(jnp.float64)  # float32 in a float32 run
         ctrl = scene.data.ctrl if ctrl is None else ctrl
         ws = np.zeros(m.nv) if ws is None else ws
@@ -125,6 +130,17 @@ class MujocoBackend(Backend):
         flat = fn(jnp.asarray(t, f64), jnp.asarray(x, f64)[:m.nq + m.nv + m.na],
                   jnp.reshape(jnp.asarray(ctrl, f64), (m.nu,)), jnp.reshape(jnp.asarray(ws, f64), (m.nv,)), *p)
         return split_row(specs, flat)
+
+    @staticmethod
+    def _forces(scene, layout: tuple | None):
+        """The pool's ``providers.HostForces`` of the scene's force providers (None without): refused here, at the
+        trace, for per-world fields a Batch cannot hold."""
+        return _providers.forces_caller(scene.backend_state.pool, scene.force_providers, layout)
+
+    def check_forces(self, scene):
+        # A provider is a NumPy function of the whole batch: called once, on one world at the scene's default state.
+        x = np.concatenate([scene.data.qpos, scene.data.qvel, scene.data.act])[None]
+        self._forces(scene, None)(np.full(1, scene.data.time), x, scene.data.ctrl[None])
 
     @staticmethod
     def _layout(fields: dict) -> tuple:

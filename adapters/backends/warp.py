@@ -44,7 +44,8 @@ class WarpBackend(MjxBackend):
     name = BackendName.WARP
     summary = "MJX impl='warp' (MuJoCo Warp kernels, float32; needs mjharness[warp])"
     caps = Capabilities(mjx_data=True, differentiable=False, per_world_params=True, extra_states=True,
-                        body_noise=True, joint_noise=True, outputs=True, callable_outputs=True, float64=False)
+                        body_noise=True, joint_noise=True, outputs=True, callable_outputs=True, float64=False,
+                        force_providers=False)  # MJWarp's forward has no hook between its stages
 
     def check_options(self, *, threads, naconmax):
         if threads is not None:

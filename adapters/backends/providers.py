@@ -1,0 +1,173 @@
+"""Force providers' results (``MjScene.add_force``, ``adapters/forces.py``): checking and summing on every backend,
+and the providers' stage on MuJoCo C (``HostForces``).
+
+A provider returns world-frame wrenches per body (``xfrc_applied``), generalized forces (``qfrc_applied``), or both
+(``{"xfrc": ..., "qfrc": ...}``). ``summed`` checks every result's shape (naming the provider and the expected shape)
+and adds them in the order they were added. On MuJoCo C the providers are NumPy functions of the whole batch:
+``HostForces`` runs ``Batch.forward`` up to the velocity stage (kinematics, centres of mass, ``cvel``) on the stage's
+inputs, hands every provider a read-only view of that batch (``HostView``) and returns the sums, which the stage's
+evaluation then writes into ``xfrc_applied`` / ``qfrc_applied`` before its own ``mj_forward``.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import mujoco
+import numpy as np
+from mujoco.batch import MODEL_FIELDS, Batch
+
+from mjharness.integrators.errors import UserError
+
+from .base import BackendError
+
+# What a provider reads on MuJoCo C: the stage's inputs and what mj_fwdPosition / mj_fwdVelocity compute.
+STATE_FIELDS = ("time", "qpos", "qvel", "act", "ctrl")
+VIEW_FIELDS = ("xpos", "xquat", "xmat", "xipos", "ximat", "cvel", "subtree_com", "site_xpos", "site_xmat")
+MATRICES = ("xmat", "ximat", "site_xmat")  # (B, n, 3, 3) as MJX's data has them (MjData's are (n, 9))
+_KEYS = ("xfrc", "qfrc")
+# Batch.forward resets a world whose qpos/qvel is bad (NaN or beyond 1e10): its provider forces are NaN, so the
+# engine's non-finite rule stops it instead of a provider seeing the reset state.
+_RESETS = [int(getattr(mujoco.mjtWarning, w)) for w in ("mjWARN_BADQPOS", "mjWARN_BADQVEL")]
+_KEEP = 4  # batch sizes kept (the chunk's, a single world's, ...)
+
+
+class ForceError(UserError, ValueError):
+    """A force provider is malformed or returned something other than its contract; names the provider."""
+
+
+def parts(name: str, out: Any, lead: tuple, nbody: int, nv: int) -> dict:
+    """``{"xfrc": (*lead, nbody, 6), "qfrc": (*lead, nv)}`` (the keys given) of provider ``name``'s result ``out``, or
+    ``ForceError`` naming the provider and the expected shapes. ``lead``: () for one world (MJX), (B,) on MuJoCo C."""
+    want = {"xfrc": lead + (nbody, 6), "qfrc": lead + (nv,)}
+    b = "B, " * len(lead)  # MuJoCo C: the batch's leading axis
+    expected = (f"an array ({b}nbody, 6) = {want['xfrc']} (world-frame [force, torque] at each body's centre of "
+                f"mass) or a dict with 'xfrc' ({b}nbody, 6) and/or 'qfrc' ({b}nv) = {want['qfrc']}"
+                + ("; backend='mujoco' calls a provider with the whole batch (leading axis B)" if lead else ""))
+    got = dict(out) if isinstance(out, dict) else {"xfrc": out}
+    if not got or set(got) - set(_KEYS):
+        raise ForceError(f"force provider {name!r} returned a dict with keys {sorted(got)}; expected {expected}")
+    shapes = {k: tuple(np.shape(v)) for k, v in got.items()}
+    bad = {k: s for k, s in shapes.items() if s != want[k]}
+    if bad:
+        shown = ", ".join(f"{k} {s}" for k, s in bad.items())
+        raise ForceError(f"force provider {name!r} returned {shown}; expected {expected}")
+    return got
+
+
+def summed(results: list[tuple[str, Any]], lead: tuple, nbody: int, nv: int) -> dict:
+    """{"xfrc": sum, "qfrc": sum} over the providers' results ``[(name, result), ...]`` in order; a key no provider
+    gave is absent."""
+    total: dict = {}
+    for name, out in results:
+        for k, v in parts(name, out, lead, nbody, nv).items():
+            total[k] = v if k not in total else total[k] + v
+    return total
+
+
+def _read_only(a: np.ndarray, name: str = "") -> np.ndarray:
+    v = a.reshape(a.shape[:-1] + (3, 3)) if name in MATRICES else a.view()
+    v.flags.writeable = False
+    return v
+
+
+class HostView:
+    """What a provider on MuJoCo C reads: MjData's fields of the whole batch (leading axis B), read-only, valid
+    during the call only. The stage's inputs (``STATE_FIELDS``) are the call's own arrays; a field of the position
+    and velocity stages (``VIEW_FIELDS``) runs ``Batch.forward`` up to the velocity stage on first use, so a
+    provider that reads only the state (drag on a sphere: ``qvel``) costs no kinematics pass."""
+
+    def __init__(self, inputs: dict, stage: _VelocityStage):
+        self.__dict__.update(inputs)
+        self._stage = stage
+
+    def __getattr__(self, name: str):  # only for what is not yet an attribute: the velocity stage's fields
+        if name not in VIEW_FIELDS:
+            raise AttributeError(f"a force provider's data on backend='mujoco' has {STATE_FIELDS + VIEW_FIELDS}, "
+                                 f"not {name!r}")
+        value = self.__dict__[name] = self._stage.field(name)
+        return value
+
+
+class _VelocityStage:
+    """One call's ``Batch.forward`` up to the velocity stage, run when a provider first reads one of its fields (and
+    again when it reads a field not bound before: a Batch copies out only the fields bound at its call)."""
+
+    def __init__(self, forces: HostForces, n: int, inputs: dict, p):
+        self.forces, self.n, self.inputs, self.p = forces, n, inputs, p
+        self.fresh, self.reset = False, np.zeros(n, bool)
+
+    def field(self, name: str) -> np.ndarray:
+        b, state, bound, fields = self.forces._batch(self.n)
+        if name not in bound:
+            bound[name], self.fresh = _read_only(b.bind(name), name), False
+        if not self.fresh:
+            for arr, sl in fields:
+                arr[...] = np.asarray(self.p, np.float64).reshape(self.n, -1)[:, sl].reshape(arr.shape)
+            for f in STATE_FIELDS:
+                state[f][...] = self.inputs[f]
+            b.warning[...] = 0
+            b.forward(stage=mujoco.mjtStage.mjSTAGE_VEL)
+            self.fresh, self.reset = True, b.warning[:, _RESETS, 1].any(axis=1)
+        return bound[name]
+
+
+class HostForces:
+    """``(t, x, ctrl, p=None) -> (xfrc (n, nbody, 6), qfrc (n, nv))``: the providers' sums at a batch of stage inputs
+    (zeros for a kind no provider gives), with each world's model fields ``p`` of ``layout`` in the Batch."""
+
+    def __init__(self, pool, providers: tuple, layout: tuple | None = None):
+        bad = [name for name, _ in layout or () if name not in MODEL_FIELDS]
+        if bad:
+            raise BackendError(f"force provider {providers[0].name!r} on backend='mujoco' reads the kinematics of "
+                               f"a Batch, which cannot hold the per-world model fields {bad}; use backend='mjx'")
+        self.pool, self.providers, self.layout = pool, providers, layout
+        bounds = np.cumsum([0] + [size for _, size in layout or ()])
+        self.slices = [(name, slice(lo, hi)) for (name, _), lo, hi in zip(layout or (), bounds[:-1], bounds[1:])]
+        m = pool.model
+        self.row0 = np.empty(mujoco.mj_stateSize(m, mujoco.mjtState.mjSTATE_INTEGRATION))
+        mujoco.mj_getState(m, pool.datas[0], self.row0, mujoco.mjtState.mjSTATE_INTEGRATION)
+        self.batches: dict[int, tuple] = {}
+        self.lock = threading.Lock()  # a Batch serves one call at a time
+
+    def _batch(self, n: int) -> tuple:
+        got = self.batches.get(n)
+        if got is None:
+            if len(self.batches) >= _KEEP:
+                self.batches.pop(next(iter(self.batches)))
+            b = Batch(self.pool.model, n, nthread=self.pool.threads)
+            b.state[:] = self.row0
+            got = self.batches[n] = (b, {f: b.bind(f) for f in STATE_FIELDS}, {},
+                                     [(b.expand(name), sl) for name, sl in self.slices])
+        return got
+
+    def __call__(self, t, x, ctrl, p=None) -> tuple[np.ndarray, np.ndarray]:
+        m = self.pool.model
+        nq, nv, na = m.nq, m.nv, m.na
+        x = _read_only(np.asarray(x, np.float64))
+        n = x.shape[0]
+        inputs = {"time": np.asarray(t, np.float64).reshape(n), "qpos": x[:, :nq], "qvel": x[:, nq:nq + nv],
+                  "act": x[:, nq + nv:nq + nv + na], "ctrl": np.asarray(ctrl, np.float64).reshape(n, m.nu)}
+        inputs = {k: _read_only(v) for k, v in inputs.items()}
+        with self.lock:
+            stage = _VelocityStage(self, n, inputs, p)
+            view = HostView(inputs, stage)
+            total = summed([(pr.name, pr.fn(inputs["time"], x, view)) for pr in self.providers], (n,), m.nbody, nv)
+        xfrc = np.array(total.get("xfrc", np.zeros((n, m.nbody, 6))), np.float64)
+        qfrc = np.array(total.get("qfrc", np.zeros((n, nv))), np.float64)
+        xfrc[stage.reset], qfrc[stage.reset] = np.nan, np.nan
+        return xfrc, qfrc
+
+
+def forces_caller(pool, providers: tuple, layout: tuple | None = None) -> HostForces | None:
+    """The pool's ``HostForces`` for ``providers`` and ``layout`` (one each per pool: its Batches persist across
+    stages), or None without providers."""
+    if not providers:
+        return None
+    cache = pool.__dict__.setdefault("_host_forces", {})
+    key = (tuple(id(p) for p in providers), layout)
+    got = cache.get(key)
+    if got is None:
+        got = cache[key] = HostForces(pool, tuple(providers), layout)
+    return got

@@ -1,0 +1,125 @@
+"""Force providers of an ``MjScene`` (``MjScene.add_force``; guide: docs/forces.md).
+
+A provider ``fn(t, x, data)`` returns world-frame wrenches ``[force (3), torque (3)]`` per body, applied at the
+body's centre of mass exactly as MuJoCo's ``xfrc_applied`` (the torque about ``xipos``), or ``{"qfrc": (nv,)}``
+generalized forces as ``qfrc_applied``, or both (``{"xfrc": ..., "qfrc": ...}``). Providers are evaluated at every
+stage of every integrator, on the stage's own positions and velocities: after MuJoCo's position and velocity stages
+(kinematics, centres of mass, ``cvel``) and before actuation and the acceleration, so their sum adds to the
+scene's own applied forces and to the actuators' (the controls) in the smooth acceleration and the constraint
+solve. Adaptive error control and RK4's order therefore see them like any other force.
+
+- MJX: ``fn`` is a JAX function of one world traced into the compiled step (``t`` (), ``x`` (n,), ``data`` the
+  ``mjx.Data`` after ``forward_to_velocity``), returning ``(nbody, 6)`` / ``(nv,)``.
+- MuJoCo C: ``fn`` is a NumPy function of the whole batch, called on the host at every stage (``t`` (B,), ``x``
+  (B, n), ``data`` a read-only ``HostView`` of MjData's fields with a leading B axis,
+  ``backends/providers.py``), returning ``(B, nbody, 6)`` / ``(B, nv)``.
+- MuJoCo Warp: refused (MJWarp's forward has no hook between its stages).
+
+A provider is called once when added (on one world of the scene's default state) so that a bad return shape is
+refused there, naming the provider; the scene's layout must still be open (as for noise): a compiled run never
+misses a provider. Its closure's values are constants of a compiled MJX step: a scene's compiled chunks are reused
+for the same scene object only (``MjScene.trace_key`` is None with providers).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from mujoco import mjx
+
+from mjharness.integrators import StateError
+
+from .backends.providers import ForceError, summed
+
+__all__ = ["ForceProvider", "ForceError", "add_force", "scene_forces", "mjx_forward", "mjx_wrench", "mjx_check"]
+
+
+@dataclass(frozen=True, eq=False)
+class ForceProvider:
+    """One provider of a scene: its function and its name (errors and the docs name it)."""
+
+    fn: Callable
+    name: str
+
+
+def scene_forces(scene) -> tuple[ForceProvider, ...]:
+    """The force providers of ``scene`` in the order they were added."""
+    return scene.__dict__.get("_forces", ())
+
+
+def _name(fn, name, taken: set) -> str:
+    if name is not None:
+        if not isinstance(name, str) or not name:
+            raise ForceError(f"add_force: name must be a non-empty string, got {name!r}")
+        if name in taken:
+            raise ForceError(f"add_force: the scene already has a force provider named {name!r}")
+        return name
+    base = getattr(fn, "__name__", "")
+    base = base if base and base != "<lambda>" else "force"
+    return next(n for n in (base, *(f"{base}{i}" for i in range(1, len(taken) + 2))) if n not in taken)
+
+
+def add_force(scene, fn, name: str | None = None) -> ForceProvider:
+    """Add provider ``fn`` to ``scene`` (see module docstring); returns its record."""
+    if not callable(fn):
+        raise ForceError(f"add_force: fn must be callable fn(t, x, data), got {fn!r}")
+    old = scene_forces(scene)
+    name = _name(fn, name, {p.name for p in old})
+    if scene.registry.finalized:
+        raise StateError(f"add_force({name!r}): the scene's layout is already finalized (scene.layout was used); "
+                         "add force providers before the first use of the layout")
+    scene.backend_impl.require("force_providers", f"add_force({name!r})")
+    provider = ForceProvider(fn, name)
+    scene._forces = old + (provider,)
+    try:
+        scene.backend_impl.check_forces(scene)
+    except Exception:
+        scene._forces = old
+        raise
+    return provider
+
+
+def _sums(scene, t, x, d) -> dict:
+    """{"xfrc": (nbody, 6), "qfrc": (nv,)} summed over the providers at data ``d`` (one world, traced)."""
+    m = scene.model
+    results = [(p.name, p.fn(t, x, d)) for p in scene_forces(scene)]
+    return summed(results, (), m.nbody, m.nv)
+
+
+def mjx_forward(scene, t, x, d) -> mjx.Data:
+    """``mjx.forward`` of MJX data ``d`` with the scene's force providers evaluated between the velocity and the
+    actuation stages and added to ``xfrc_applied`` / ``qfrc_applied`` (plain ``mjx.forward`` without providers)."""
+    if not scene_forces(scene):
+        return mjx.forward(scene.mjx_model, d)
+    from .backends.mjx_private import forward_from_actuation, forward_to_velocity
+
+    m = scene.mjx_model
+    d = forward_to_velocity(m, d)
+    total = _sums(scene, t, x, d)
+    upd = {f"{k}_applied": getattr(d, f"{k}_applied") + jnp.asarray(v, d.qpos.dtype) for k, v in total.items()}
+    return forward_from_actuation(m, d.replace(**upd))
+
+
+def mjx_wrench(scene, t, x, d) -> jax.Array:
+    """The providers' wrench sum (nbody, 6) at the inputs of forward-evaluated data ``d`` (output
+    ``applied_wrench``): the velocity stage again on what the stage's providers saw; zeros without providers."""
+    m = scene.model
+    if not scene_forces(scene):
+        return jnp.zeros((m.nbody, 6), d.qpos.dtype)
+    from .backends.mjx_private import forward_to_velocity
+
+    inputs = {f: getattr(d, f) for f in ("qpos", "qvel", "act", "time", "ctrl", "qacc_warmstart")}
+    d0 = forward_to_velocity(scene.mjx_model, scene._template.replace(**inputs))
+    return jnp.asarray(_sums(scene, t, x, d0).get("xfrc", jnp.zeros((m.nbody, 6))), d.qpos.dtype)
+
+
+def mjx_check(scene) -> None:
+    """Trace the providers abstractly on one world (shapes only: nothing runs); ``ForceError`` on a bad result."""
+    data = scene.data
+    x0 = np.concatenate([data.qpos, data.qvel, data.act])
+    t, x = jax.ShapeDtypeStruct((), jnp.float64), jax.ShapeDtypeStruct(x0.shape, jnp.float64)
+    jax.eval_shape(lambda t, x: mjx_forward(scene, t, x, scene.to_mjx(x).replace(time=t)).qacc, t, x)
