@@ -18,6 +18,7 @@ parameters the data cannot determine.
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
@@ -249,7 +250,7 @@ def _solve(fns: tuple[Any, Any], data: dict, z0: np.ndarray, lo: np.ndarray, hi:
 def fit(path: PathLike, params: Sequence[str], *, scene: SceneLike | None = None, integrator: IntegratorLike = None,
         bounds: Mapping[str, tuple[float, float]] | None = None, start: Start = None,
         noise: ArrayLike | None = None, iterations: int = 100, callback: Callable[[dict], object] | None = None,
-        target: str = "x", progress: bool = True) -> FitResult:
+        target: str = "x", progress: bool = True, report: PathLike | None = None) -> FitResult:
     """Fit ``params`` (list of ``field:name``) to the states (``target="x"``) or a recorded output
     (``target="outputs:<name>"``) of the rollout file ``path`` by bounded least squares; returns a ``FitResult``
     with standard errors, 95 % intervals, correlations and the unidentifiable parameters.
@@ -306,20 +307,46 @@ def fit(path: PathLike, params: Sequence[str], *, scene: SceneLike | None = None
 
     labels = _labels(params, sizes)
     history: list[dict] = []
-    report = _reporter(params, sizes, shapes, s0, per_element, history, callback, progress, iterations)
+    on_iter = _reporter(params, sizes, shapes, s0, per_element, history, callback, progress, iterations)
     tk = sc.trace_key()
     key = None if tk is None else (
         tk, repr(getattr(integ, "config", lambda: integ)()), repr(resolved), tuple(shapes), per_element,
         per_world, None if spec is None else spec.name, dt, steps, R, t0,
         tuple((k, np.shape(v)) for k, v in sorted(data["base"].items())), np.shape(goal), np.shape(x0))
     res_fn, jac_fn = fns = _compiled(key, residual, data, z0)
-    z, n_iter = _solve(fns, data, z0, lo, hi, iterations, report,
+    z, n_iter = _solve(fns, data, z0, lo, hi, iterations, on_iter,
                        f"fit: the Jacobian of the residuals over {', '.join(params)}", progress)
-    report(None)
+    on_iter(None)
     jac = np.asarray(jac_fn(z, data), np.float64)
     r = np.asarray(res_fn(z, data), np.float64)
     u = uncertainty(jac, r, known_noise=noise is not None)
-    return _result(params, labels, sizes, shapes, s0, per_element, z, u, float(0.5 * r @ r), n_iter, history)
+    res = _result(params, labels, sizes, shapes, s0, per_element, z, u, float(0.5 * r @ r), n_iter, history)
+    if report is not None:
+        inputs = dict(file=os.path.abspath(os.fspath(path)), model_sha256=str(attrs.get("model_sha256", "")),
+                      params=list(params), bounds=bounds, start=start, noise=noise, target=target,
+                      integrator=integ.config() if hasattr(integ, "config") else str(integ), iterations=iterations)
+        times = t0 + dt * R * np.arange(1, goal.shape[0] + 1)  # each recorded sample's time (after its step)
+        _write_report(os.fspath(report), res, inputs, dict(zip(params, s0)), times, goal, r, data["weight"], target)
+    return res
+
+
+def _write_report(folder: str, res: FitResult, inputs: dict, start: dict, times: np.ndarray, goal: np.ndarray,
+                  r: np.ndarray, weight: np.ndarray, target: str) -> None:
+    """``fit_report.write_report`` with the prediction at the estimate (recorded + residual x weight); the
+    inputs' arrays as lists (they are stored as JSON)."""
+    from . import fit_report
+
+    inputs = {k: _jsonable(v) for k, v in inputs.items()}
+    fit_report.write_report(folder, res, inputs, start, times, goal, goal + r.reshape(goal.shape) * weight, weight,
+                            [f"{target}[{c}]" for c in range(goal.shape[-1])])
+
+
+def _jsonable(v):
+    if isinstance(v, Mapping):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple, np.ndarray)) or np.isscalar(v) and not isinstance(v, str):
+        return np.asarray(v).tolist()
+    return v
 
 
 def _weights(goal: np.ndarray, noise) -> np.ndarray:

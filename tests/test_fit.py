@@ -4,6 +4,7 @@ off, with 95 % intervals that hold the truth; a parameter the data do not touch 
 from __future__ import annotations
 
 import math
+import os
 import shutil
 
 import h5py
@@ -136,7 +137,8 @@ def test_cli_fit_prints_and_writes_json(noisy_file, tmp_path, capsys):
     out = tmp_path / "est.json"
     rc = main(["fit", str(path), "--params", *PARAMS, "--start",
                f"body_mass:link1={1.5 * MASS}", f"dof_damping:shoulder={0.5 * DAMP}", "--noise", "1e-3",
-               "--bounds", "dof_damping:shoulder=0:10", "--integrator", "rk4", "--json-out", str(out)])
+               "--bounds", "dof_damping:shoulder=0:10", "--integrator", "rk4", "--json-out", str(out),
+               "--report", str(tmp_path / "report")])
     assert rc == 0
     text = capsys.readouterr().out
     assert "iter    1  cost" in text and "body_mass:link1=" in text and f"-> {out}" in text
@@ -147,6 +149,19 @@ def test_cli_fit_prints_and_writes_json(noisy_file, tmp_path, capsys):
     lo, hi = res["ci95"]["body_mass:link1"]
     assert lo < MASS < hi and res["unidentifiable"] == FRICTION
     assert res["ci95"]["geom_friction:link1"][1] == [None] * 3  # infinite: null in the JSON
+    rep = tmp_path / "report"
+    assert {"fit.h5", "fit.json", "summary.txt", "parameters.png", "residuals.png", "prediction.png",
+            "index.html"} <= set(os.listdir(rep))
+    with h5py.File(rep / "fit.h5", "r") as f:  # the result and how it was obtained
+        g = f["fit"]
+        assert list(g["elements"].asstr()[()]) == ["body_mass:link1", "dof_damping:shoulder", *FRICTION]
+        assert g["value"][0] == pytest.approx(res["values"]["body_mass:link1"])
+        assert list(g["unidentifiable"][()]) == [False, False, True, True, True]
+        assert json.loads(g.attrs["params"]) == PARAMS and g.attrs["noise"] == 1e-3
+        assert json.loads(g.attrs["bounds"]) == {"dof_damping:shoulder": [0.0, 10.0]}
+        assert g.attrs["file"] == os.path.abspath(path) and g.attrs["model_sha256"]
+    page = (rep / "index.html").read_text()
+    assert "95 % interval" in page and "prediction.png" in page
     assert main(["fit", str(path), "--params", "body_mass:link1", "--bounds", "body_mass:link1=oops"]) != 0
 
 

@@ -30,6 +30,9 @@ def add_parser(sub) -> None:
     p.add_argument("--target", default="x", metavar="x|outputs:NAME",
                    help="what to fit: the file's states (x, default) or a recorded output, e.g. outputs:sensordata")
     p.add_argument("--json-out", default=None)
+    p.add_argument("--report", default=None, metavar="DIR",
+                   help="write a report: fit.h5 (result and inputs), plots of parameters, residuals and predictions, "
+                        "index.html")
     p.add_argument("--every", type=int, default=1, help="print every k-th iteration")
     p.set_defaults(func=command, subject=lambda args: f"file {args.file!r}")
 
@@ -56,6 +59,7 @@ def _range(v: str) -> tuple[float, float]:
 
 def command(args) -> int:
     from mjharness.rollout.fit import fit
+    from mjharness.rollout.fit_report import summary_lines
 
     start = _pairs(args.start, "--start", float)
     bounds = _pairs(args.bounds, "--bounds", _range)
@@ -71,18 +75,13 @@ def command(args) -> int:
             print(f"iter {i:4d}  cost {rec['cost']:.4e}  " + "  ".join(parts), flush=True)
 
     res = fit(args.file, args.params, integrator=args.integrator, iterations=args.iterations, bounds=bounds or None,
-              noise=args.noise, start=start or None, callback=show, target=args.target)
+              noise=args.noise, start=start or None, callback=show, target=args.target, report=args.report)
     out = args.json_out or os.path.splitext(args.file)[0] + ".fit.json"
     with open(out, "w") as f:
         json.dump(res.to_dict(), f, indent=1)
-    print(f"{'parameter':<28} {'estimate':>14} {'std error':>12}  95 % interval")
-    for p in res.params:
-        lo, hi = res.ci95[p]
-        flag = "  unidentifiable" if any(e == p or e.startswith(p + "[") for e in res.unidentifiable) else ""
-        print(f"{p:<28} {_fmt(res.values[p]):>14} {_fmt(res.stderr[p]):>12}  [{_fmt(lo)}, {_fmt(hi)}]{flag}")
-    r = res.residuals
-    print(f"cost {res.cost:.4e} after {res.iterations} iterations; condition number {res.condition_number:.3g}; "
-          f"residual rms {r['rms']:.3g}, reduced chi2 {r['reduced_chi2']:.3g} ({r['dof']} dof)  -> {out}")
+    for line in summary_lines(res):
+        print(line)
+    print(f"-> {out}" + (f", report in {args.report}" if args.report else ""))
     return 0
 
 
