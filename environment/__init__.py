@@ -11,6 +11,8 @@ case that specifies its own constants (NASA's NESC 2015 check cases) passes them
 - ``atmosphere``: U.S. Standard Atmosphere 1976 (−5 to 86 km) and the ``AtmosphereProvider`` interface.
 - ``wind``: constant NED wind and a piecewise-linear altitude profile.
 - ``aero``: drag, dynamic pressure, Mach, rate-damping moments, constant-coefficient force and moment.
+- ``flight``: a free body's inertial state → geodetic position, NED velocity, Euler angles w.r.t. NED, body
+  rates, air data (the NESC check cases' compared quantities), and back for initial conditions.
 """
 
 from .aero import (
@@ -23,6 +25,7 @@ from .aero import (
     safe_norm,
 )
 from .atmosphere import Air, AirState, AtmosphereProvider, StandardAtmosphere1976, geopotential_altitude, us1976
+from .flight import FlightState, body_to_ned_matrix, euler_321, euler_321_matrix, flight_state, inertial_state
 from .geodesy import (
     earth_rate,
     earth_relative_velocity,
@@ -55,4 +58,5 @@ __all__ = [
     "WindModel", "ConstantWind", "WindProfile",
     "safe_norm", "air_relative_velocity", "dynamic_pressure", "mach", "drag_force", "rate_damping_moment",
     "constant_coefficients",
+    "FlightState", "flight_state", "inertial_state", "euler_321", "euler_321_matrix", "body_to_ned_matrix",
 ]

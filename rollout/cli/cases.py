@@ -5,6 +5,8 @@
     mjharness cases --all-integrators       # also every other registered fixed-step method (stochastic
                                             # ones for the OU case), documented but not gated
     mjharness cases --list | --json out.json | --duration 2.0
+    mjharness cases --nesc                  # NASA's NESC 2015 atmospheric cases against the six tools' data
+    mjharness cases nesc_atmos_06           # one of them (nesc_atmos_01, 02, 04, 05, 06, 08)
 
 Exit status 0 when every gated case passes, 1 when one fails, 2 on an error.
 """
@@ -25,6 +27,9 @@ def add_parser(sub) -> None:
     p.add_argument("--all-integrators", action="store_true",
                    help="also run the other fixed (or stochastic) methods, documented but not gated")
     p.add_argument("--duration", type=float, help="override every case's horizon [s] (shorter: quicker)")
+    p.add_argument("--nesc", action="store_true",
+                   help="run the NESC 2015 atmospheric check cases (nesc_atmos_01 ...: RK4 at 0.01 s, each column "
+                        "against the published tools' spread); they also run by name")
     p.add_argument("--json", metavar="FILE", help="write the results as JSON")
     p.add_argument("--cases-dir", help="directory of case files (default: the packaged data/cases, or "
                                        "MJHARNESS_CASES_DIR)")
@@ -33,12 +38,17 @@ def add_parser(sub) -> None:
 
 def command(args) -> int:
     from mjharness.rollout.verify.cases import format_table, list_cases, load_case, run_suite
+    from mjharness.rollout.verify.nesc import NESC_CASES, nesc_table
+    from mjharness.rollout.verify.nesc_case import load_nesc
 
-    names = args.names or list_cases(args.cases_dir)
+    nesc = list(NESC_CASES) if args.nesc else []
+    names = args.names + nesc if args.names or nesc else list_cases(args.cases_dir)
     if args.list:
-        for n in names:
+        for n in (n for n in names if n not in NESC_CASES):
             c = load_case(n, args.cases_dir)
             print(f"{n:26s} {c['integrator']:16s} dt={c['dt']:<8g} {c['duration']:>5g} s  {c['feature']}")
+        for n in NESC_CASES:
+            print(f"{n:26s} {'rk4':16s} dt={0.01:<8g} {30:>5g} s  NESC 2015: {load_nesc(n)['title']}")
         return 0
     print(f"mjharness cases: {len(names)} case(s)" + (" x all methods" if args.all_integrators else ""),
           file=sys.stderr)
@@ -48,6 +58,9 @@ def command(args) -> int:
 
     results = run_suite(names, args.all_integrators, args.duration, cases_dir=args.cases_dir, progress=progress)
     print(format_table(results))
+    nesc_results = [r for r in results if r.case in NESC_CASES]
+    if nesc_results:
+        print(nesc_table(nesc_results))
     if args.json:
         with open(args.json, "w") as fh:
             json.dump([r.to_dict() for r in results], fh, indent=1, default=float)

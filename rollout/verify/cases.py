@@ -8,7 +8,9 @@ when every metric is within its tolerance and no world failed.
 
 In Python: ``run_case(load_case("dzhanibekov"))`` returns a ``CaseResult`` (metrics, details);
 ``run_suite(all_integrators=True)`` also runs every other registered fixed-step (or stochastic)
-method, documented but not gated. CLI: ``mjharness cases`` (``rollout/cli/cases.py``).
+method, documented but not gated. CLI: ``mjharness cases`` (``rollout/cli/cases.py``). The NESC 2015
+atmospheric cases (``nesc_atmos_01`` ...) run by name through the same ``run_suite`` (``nesc.py``): they are
+NASA's published data, not case files, and are not in the default list.
 
 How the committed figures read: a case's tolerances are ten times the measured error of its gated
 integrator (RK4; SRA1 for the OU case), rounded up to a power of ten (floor 1e-12). Free-body
@@ -25,7 +27,6 @@ from __future__ import annotations
 import json
 import math
 import os
-from dataclasses import dataclass, field
 from importlib import resources
 
 import numpy as np
@@ -33,6 +34,7 @@ import numpy as np
 from mjharness.adapters.analytic import AnalyticError
 
 from .case_checks import CHECKS, CaseError
+from .case_result import CaseResult
 
 __all__ = ["CASES_DIR", "list_cases", "load_case", "run_case", "run_suite", "simulate_case", "CaseResult",
            "CaseError", "format_table", "fixed_methods", "stochastic_methods", "methods_for"]
@@ -166,31 +168,6 @@ def simulate_case(case, method: str, duration: float | None = None):
     return scene, res
 
 
-@dataclass
-class CaseResult:
-    case: str
-    integrator: str
-    dt: float
-    duration: float
-    metrics: dict
-    tolerance: dict
-    expected: dict | None
-    details: dict = field(default_factory=dict)
-    seconds: float = 0.0
-    gated: bool = True      # the case's documented integrator (pass/fail) or a documented extra method
-    failed_worlds: list = field(default_factory=list)   # worlds whose rollout stopped (status != 0)
-
-    @property
-    def passed(self) -> bool:
-        return not self.failed_worlds and all(math.isfinite(v) and v <= self.tolerance[k]
-                                              for k, v in self.metrics.items())
-
-    def to_dict(self) -> dict:
-        return dict(case=self.case, integrator=self.integrator, dt=self.dt, duration=self.duration,
-                    metrics=self.metrics, tolerance=self.tolerance, expected=self.expected, passed=self.passed,
-                    gated=self.gated, failed_worlds=self.failed_worlds, details=self.details, seconds=self.seconds)
-
-
 def _tolerance(case, method: str, metrics) -> dict:
     """The case's tolerance for its documented integrator; other methods are documented, not gated: ten
     times their committed error (no bound where none is committed)."""
@@ -219,9 +196,17 @@ def run_case(case, method: str | None = None, duration: float | None = None) -> 
 
 def run_suite(names=None, all_integrators: bool = False, duration: float | None = None, progress=None,
               cases_dir: str | None = None) -> list[CaseResult]:
+    from .nesc import NESC_CASES, run_nesc
+
     names = names or list_cases(cases_dir)
     out = []
     for n in names:
+        if n in NESC_CASES:   # NASA's published trajectories, not a case file (rollout/verify/nesc.py)
+            for meth in (fixed_methods() if all_integrators else ("rk4",)):
+                out.append(run_nesc(n, meth, duration))
+                if progress:
+                    progress(out[-1])
+            continue
         case = load_case(n, cases_dir)
         for meth in methods_for(case, all_integrators):
             r = run_case(case, meth, duration)
