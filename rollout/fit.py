@@ -407,6 +407,12 @@ def _reporter(params, sizes, shapes, s0, per_element, history, callback, progres
     return on
 
 
+def _shaped(v: np.ndarray, scalar: bool, per_world: bool) -> Any:
+    if not scalar:
+        return v
+    return np.reshape(v, (-1,)) if per_world else float(np.reshape(v, -1)[0])
+
+
 def _result(params, labels, sizes, shapes, s0, per_element, z, u: Uncertainty, cost: float, n_iter: int,
             history: list[dict]) -> FitResult:
     est = _estimates(z, sizes, shapes, s0, per_element)
@@ -416,11 +422,9 @@ def _result(params, labels, sizes, shapes, s0, per_element, z, u: Uncertainty, c
         unit = np.abs(np.asarray(s)) if per_element else 1.0  # a scale's error, in the value's units
         se = u.stderr[a:b].reshape(sh) * unit
         hw = u.half_width[a:b].reshape(sh) * unit
-        one = e.size == 1 and not per_element
-        values[p] = float(e.reshape(-1)[0]) if one else e
-        stderr[p] = float(se.reshape(-1)[0]) if one else se
-        lo_, hi_ = e - hw, e + hw
-        ci95[p] = (float(lo_.reshape(-1)[0]), float(hi_.reshape(-1)[0])) if one else (lo_, hi_)
+        one = b - a == 1  # a scalar parameter: a float, or with start="file" one value per world (B,)
+        values[p], stderr[p] = _shaped(e, one, per_element), _shaped(se, one, per_element)
+        ci95[p] = (_shaped(e - hw, one, per_element), _shaped(e + hw, one, per_element))
     residuals = {"rms": u.rms, "dof": u.dof, "sigma2": u.sigma2, "reduced_chi2": u.reduced_chi2}
     return FitResult(params=list(params), values=values, stderr=stderr, ci95=ci95, elements=labels,
                      correlation=u.correlation, unidentifiable=[lab for lab, f in zip(labels, u.unidentifiable) if f],
