@@ -17,7 +17,6 @@ parameters the data cannot determine.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -32,7 +31,8 @@ from mjharness.scenes.settings import configure
 from .engine.params import field_value, resolve_param
 from .engine.simulate import check_param_fields, simulate
 from .errors import RolloutError
-from .fit_stats import Uncertainty, uncertainty
+from .fit_result import FitResult, assemble, element_labels, iteration_reporter
+from .fit_stats import uncertainty
 from .h5.format import is_output
 
 if TYPE_CHECKING:
@@ -115,67 +115,18 @@ NONNEGATIVE = ("body_mass", "body_inertia", "dof_damping", "dof_armature", "dof_
 _BIG = 1e30  # mujoco.minimize wants finite bounds: "unbounded" is this far
 
 
-@dataclass(frozen=True)
-class FitResult:
-    """A fit's estimates and what the data say about them (``fit_stats``).
-
-    ``values``, ``stderr`` and ``ci95`` are keyed by parameter name: a float for a scalar parameter, an array
-    for a vector one (and per world with ``start="file"``); ``ci95[name]`` is (lo, hi) with infinite ends for
-    unidentifiable parameters. ``elements`` names the flat parameters (``name`` or ``name[i]``) that index
-    ``correlation`` (NaN rows for flagged ones) and ``unidentifiable``. ``cost`` is ½|r|² of the weighted
-    residuals at the estimate; ``history`` one record per solver iteration (cost, step and gradient norms,
-    estimates); ``residuals`` the residual statistics (rms, degrees of freedom, sigma2, reduced chi²)."""
-
-    params: list[str]
-    values: dict[str, Any]
-    stderr: dict[str, Any]
-    ci95: dict[str, tuple[Any, Any]]
-    elements: list[str]
-    correlation: np.ndarray
-    unidentifiable: list[str]
-    condition_number: float
-    cost: float
-    iterations: int
-    history: list[dict] = dataclasses.field(repr=False)
-    residuals: dict[str, float] = dataclasses.field(default_factory=dict)
-
-    def to_dict(self) -> dict:
-        """JSON-ready (non-finite numbers as None)."""
-        def clean(v):
-            a = np.asarray(v, np.float64)
-            out = np.where(np.isfinite(a), a, np.nan).tolist()
-            return _none_for_nan(out)
-
-        return {"params": self.params, "values": {k: clean(v) for k, v in self.values.items()},
-                "stderr": {k: clean(v) for k, v in self.stderr.items()},
-                "ci95": {k: [clean(lo), clean(hi)] for k, (lo, hi) in self.ci95.items()},
-                "elements": self.elements, "correlation": clean(self.correlation),
-                "unidentifiable": self.unidentifiable, "condition_number": clean(self.condition_number),
-                "cost": self.cost, "iterations": self.iterations, "residuals": self.residuals,
-                "history": self.history}
-
-
-def _none_for_nan(v):
-    if isinstance(v, list):
-        return [_none_for_nan(x) for x in v]
-    return None if v != v else v
-
-
-def _labels(params: Sequence[str], sizes: list[int]) -> list[str]:
-    return [p if n == 1 else f"{p}[{i}]" for p, n in zip(params, sizes) for i in range(n)]
-
-
-def _bounds(params: Sequence[str], resolved: list, z0: np.ndarray, sizes: list[int],
-            bounds: Mapping[str, tuple[float, float]] | None) -> tuple[np.ndarray, np.ndarray]:
-    """Flat (lower, upper), finite: the given ones, else 0 below for NONNEGATIVE fields; checked against z0."""
+def _bounds(params: Sequence[str], resolved: list, names: list[str], which: list[int], z0: np.ndarray,
+            sizes: list[int], bounds: Mapping[str, tuple[float, float]] | None) -> tuple[np.ndarray, np.ndarray]:
+    """Flat (lower, upper), finite, for the blocks ``names`` (of parameters ``which``): the given ones, else 0 below
+    for NONNEGATIVE fields; checked against z0."""
     bounds = dict(bounds or {})
     unknown = sorted(set(bounds) - set(params))
     if unknown:
         raise RolloutError(f"bounds name {unknown}, which are not among the fitted parameters {list(params)}")
     lo, hi = [], []
-    for p, (fld, _), n in zip(params, resolved, sizes):
-        default = (0.0 if fld in NONNEGATIVE else -_BIG, _BIG)
-        b = bounds.get(p, default)
+    for i, n in zip(which, sizes):
+        p, (fld, _) = params[i], resolved[i]
+        b = bounds.get(p, (0.0 if fld in NONNEGATIVE else -_BIG, _BIG))
         try:
             a, c = (float(v) for v in b)
         except (TypeError, ValueError):
@@ -187,7 +138,7 @@ def _bounds(params: Sequence[str], resolved: list, z0: np.ndarray, sizes: list[i
     lo_a, hi_a = np.asarray(lo), np.asarray(hi)
     out = np.flatnonzero((z0 < lo_a) | (z0 > hi_a))
     if out.size:
-        labels = _labels(params, sizes)
+        labels = element_labels(names, sizes)
         i = out[0]
         raise RolloutError(f"the starting value of {labels[i]} ({z0[i]:g}) is outside its bounds "
                            f"[{lo_a[i]:g}, {hi_a[i]:g}]")
@@ -215,24 +166,23 @@ def _compiled(key, residual: Callable, data: dict, z0: np.ndarray) -> tuple[Any,
     return got
 
 
-def _solve(fns: tuple[Any, Any], data: dict, z0: np.ndarray, lo: np.ndarray, hi: np.ndarray, iterations: int,
-           on_iteration: Callable[[Any], None], label: str, progress: bool) -> tuple[np.ndarray, int]:
-    """mujoco.minimize.least_squares on the jitted residual with its exact Jacobian ``fns``: (estimate,
-    iterations)."""
+def _solve(residual: Callable[[np.ndarray], np.ndarray], jacobian: Callable[[np.ndarray], np.ndarray],
+           z0: np.ndarray, lo: np.ndarray, hi: np.ndarray, iterations: int, on_iteration: Callable[[Any], None],
+           label: str, progress: bool) -> tuple[np.ndarray, int]:
+    """mujoco.minimize.least_squares on ``residual`` (z (K,) -> (M,)) with its exact ``jacobian`` (z -> (M, K)):
+    (estimate, iterations)."""
     from mujoco import minimize
 
     from .engine.announce import compiling
 
-    res_fn, jac_fn = fns
-
     def residual_np(x):  # mujoco.minimize passes points as columns (K, k)
         x = np.asarray(x, np.float64)
         if x.ndim == 1:
-            return np.asarray(res_fn(x, data), np.float64)
-        return np.stack([np.asarray(res_fn(c, data), np.float64) for c in x.T], axis=1)
+            return residual(x)
+        return np.stack([residual(c) for c in x.T], axis=1)
 
     def jacobian_np(x, r):
-        return np.asarray(jac_fn(np.asarray(x, np.float64).reshape(-1), data), np.float64)
+        return jacobian(np.asarray(x, np.float64).reshape(-1))
 
     compiling(label, progress)
     scale = np.where(np.abs(z0) > 0, np.abs(z0), 1.0)
@@ -247,33 +197,37 @@ def _solve(fns: tuple[Any, Any], data: dict, z0: np.ndarray, lo: np.ndarray, hi:
     return np.asarray(z, np.float64).reshape(-1), count[0]
 
 
-def fit(path: PathLike, params: Sequence[str], *, scene: SceneLike | None = None, integrator: IntegratorLike = None,
-        bounds: Mapping[str, tuple[float, float]] | None = None, start: Start = None,
-        noise: ArrayLike | None = None, iterations: int = 100, callback: Callable[[dict], object] | None = None,
-        target: str = "x", progress: bool = True, report: PathLike | None = None) -> FitResult:
-    """Fit ``params`` (list of ``field:name``) to the states (``target="x"``) or a recorded output
-    (``target="outputs:<name>"``) of the rollout file ``path`` by bounded least squares; returns a ``FitResult``
-    with standard errors, 95 % intervals, correlations and the unidentifiable parameters.
+@dataclass(frozen=True)
+class _Problem:
+    """One file's residuals r(z_file) and Jacobian, compiled, with their data (arguments, not constants), the
+    file's starting point and what the result and report need."""
 
-    bounds: {name: (lo, hi)}; default 0 below for fields that cannot be negative (``NONNEGATIVE``), else none.
-    noise: the measurement noise's standard deviation (one number, or one per component of the target): the
-    residuals are then in units of it and the intervals use it; default: each component weighted by its spread
-    over the data and the noise level estimated from the fit (``residuals["sigma2"]``).
-    start: {name: starting value} (default: the file's model values), or ``"file"``: each world starts from its
-    own recorded value (``/model_params``, e.g. drawn by ``randomize``) and one common scale per element is
-    fitted (bounds then bound the scale), so each estimate is per world (B, ...). A file with per-world model
-    fields is simulated with them (each world as it ran). iterations: the solver's limit. callback: called with
-    each iteration's record. ``progress``: say when the Jacobian compiles and show the iterations on stderr.
-    """
-    configure()  # float64 before the first array (idempotent)
+    path: str
+    fns: tuple[Any, Any]
+    data: dict[str, Any]
+    z0: np.ndarray
+    s0: list[np.ndarray]
+    shapes: list[tuple]
+    sizes: list[int]
+    resolved: list
+    attrs: dict
+    integ: Any
+    times: np.ndarray
+
+    def residual(self, z: np.ndarray) -> np.ndarray:
+        return np.asarray(self.fns[0](z, self.data), np.float64)
+
+    def jacobian(self, z: np.ndarray) -> np.ndarray:
+        return np.asarray(self.fns[1](z, self.data), np.float64)
+
+
+def _problem(path: PathLike, params: Sequence[str], scene: SceneLike | None, integrator: IntegratorLike,
+             start: Start, noise, target: str) -> _Problem:
+    """The compiled residuals of one file (``fit``'s arguments)."""
     import jax.numpy as jnp
 
     from .engine.plan import scene_integrator
 
-    if target != "x" and not (isinstance(target, str) and target.startswith("outputs:")):
-        raise RolloutError(f"target must be 'x' or 'outputs:<name>', got {target!r}")
-    if not isinstance(iterations, int) or iterations < 1:
-        raise RolloutError(f"iterations must be a positive int, got {iterations!r}")
     xs_file, x0, attrs, file_params, sc, out_file, spec = _read(path, scene, target)
     own = attrs.get("integrator")
     own = own.get("name") if isinstance(own, dict) else own
@@ -286,13 +240,12 @@ def fit(path: PathLike, params: Sequence[str], *, scene: SceneLike | None = None
     shapes = [np.shape(s)[1:] if per_element else np.shape(s) for s in s0]
     sizes = [int(np.prod(s, dtype=np.int64)) for s in shapes]
     z0 = np.concatenate([np.ones(n) if per_element else np.ravel(s) for s, n in zip(s0, sizes)]).astype(np.float64)
-    lo, hi = _bounds(params, resolved, z0, sizes, bounds)
     goal = np.asarray(xs_file if out_file is None else out_file, np.float64)
     # The data are arguments of the compiled functions, not constants baked into them: a second fit of the same
-    # shapes (another file, other noise) reuses the compile (JAX's persistent cache).
+    # shapes (another file, other noise) reuses the compile.
     data: dict[str, Any] = {"goal": goal, "weight": _weights(goal, noise), "x0": np.asarray(x0, np.float64),
-            "base": {k: np.asarray(v, np.float64) for k, v in base.items()},
-            "s0": [np.asarray(v, np.float64) for v in s0]}
+                            "base": {k: np.asarray(v, np.float64) for k, v in base.items()},
+                            "s0": [np.asarray(v, np.float64) for v in s0]}
 
     def residual(z, data):
         fields = {k: jnp.asarray(v) for k, v in data["base"].items()}
@@ -305,29 +258,113 @@ def fit(path: PathLike, params: Sequence[str], *, scene: SceneLike | None = None
             xs = _outputs(sc, spec, per_world, fields, t, xs)
         return jnp.ravel((xs - data["goal"]) / data["weight"])
 
-    labels = _labels(params, sizes)
-    history: list[dict] = []
-    on_iter = _reporter(params, sizes, shapes, s0, per_element, history, callback, progress, iterations)
     tk = sc.trace_key()
     key = None if tk is None else (
         tk, repr(getattr(integ, "config", lambda: integ)()), repr(resolved), tuple(shapes), per_element,
         per_world, None if spec is None else spec.name, dt, steps, R, t0,
         tuple((k, np.shape(v)) for k, v in sorted(data["base"].items())), np.shape(goal), np.shape(x0))
-    res_fn, jac_fn = fns = _compiled(key, residual, data, z0)
-    z, n_iter = _solve(fns, data, z0, lo, hi, iterations, on_iter,
+    return _Problem(path=os.path.abspath(os.fspath(path)), fns=_compiled(key, residual, data, z0), data=data, z0=z0,
+                    s0=s0, shapes=shapes, sizes=sizes, resolved=resolved, attrs=attrs, integ=integ,
+                    times=t0 + dt * R * np.arange(1, goal.shape[0] + 1))  # each sample's time (after its step)
+
+
+def _blocks(params: Sequence[str], per_file: Sequence[str], probs: list[_Problem]) -> tuple[list, list[np.ndarray]]:
+    """The global parameter vector: [(name, param index, file index or None)] blocks (a shared parameter once, a
+    per-file one per file as ``name@k``) and, per file, the global indices of its own z."""
+    blocks, offsets, at = [], {}, 0
+    for i, p in enumerate(params):
+        for k in (range(len(probs)) if p in per_file else [None]):
+            blocks.append((p if k is None else f"{p}@{k}", i, k))
+            offsets[(i, k)] = at
+            at += probs[0].sizes[i]
+    index = [np.concatenate([offsets[(i, k if p in per_file else None)] + np.arange(n)
+                             for i, (p, n) in enumerate(zip(params, probs[0].sizes))]) for k in range(len(probs))]
+    return blocks, index
+
+
+def fit(path: PathLike | Sequence[PathLike], params: Sequence[str], *, scene: SceneLike | None = None,
+        integrator: IntegratorLike = None, bounds: Mapping[str, tuple[float, float]] | None = None,
+        start: Start = None, noise: ArrayLike | None = None, per_file: Sequence[str] = (), iterations: int = 100,
+        callback: Callable[[dict], object] | None = None, target: str = "x", progress: bool = True,
+        report: PathLike | None = None) -> FitResult:
+    """Fit ``params`` (list of ``field:name``) to the states (``target="x"``) or a recorded output
+    (``target="outputs:<name>"``) of the rollout file ``path`` (or several files, fitted jointly) by bounded least
+    squares; returns a ``FitResult`` with standard errors, 95 % intervals, correlations and the unidentifiable
+    parameters.
+
+    Several files (trajectories, or model variants of one scene): every parameter is shared by all of them, except
+    those named in ``per_file``, which get one value per file (``name@k`` in the result, k the file's position).
+    bounds: {name: (lo, hi)}; default 0 below for fields that cannot be negative (``NONNEGATIVE``), else none.
+    noise: the measurement noise's standard deviation (one number, or one per component of the target): the
+    residuals are then in units of it and the intervals use it; default: each component weighted by its spread
+    over the data and the noise level estimated from the fit (``residuals["sigma2"]``).
+    start: {name: starting value} (default: the file's model values), or ``"file"`` (one file): each world starts
+    from its own recorded value (``/model_params``, e.g. drawn by ``randomize``) and one common scale per element
+    is fitted (bounds then bound the scale), so each estimate is per world (B, ...). A file with per-world model
+    fields is simulated with them (each world as it ran). iterations: the solver's limit. callback: called with
+    each iteration's record. ``progress``: say when the Jacobian compiles and show the iterations on stderr.
+    report: a folder for the fit's report (``fit_report``: the result and its inputs in ``fit.h5``, the table,
+    parameter, residual and prediction plots (the first file's), ``index.html``).
+    """
+    configure()  # float64 before the first array (idempotent)
+    paths = [path] if isinstance(path, (str, os.PathLike)) else list(path)
+    _check_arguments(paths, params, per_file, start, target, iterations)
+    probs = [_problem(p, params, scene, integrator, start, noise, target) for p in paths]
+    if any(q.sizes != probs[0].sizes for q in probs):
+        raise RolloutError(f"the files give the parameters different sizes: {[q.sizes for q in probs]}")
+    blocks, index = _blocks(params, per_file, probs)
+    sizes = [probs[0].sizes[i] for _, i, _ in blocks]
+    shapes = [probs[0].shapes[i] for _, i, _ in blocks]
+    s0 = [probs[k or 0].s0[i] for _, i, k in blocks]
+    names = [name for name, _, _ in blocks]
+    local = np.cumsum([0] + probs[0].sizes)  # each parameter's slice of a file's own z
+    z0 = np.concatenate([probs[k or 0].z0[local[i]:local[i + 1]] for _, i, k in blocks])
+    lo, hi = _bounds(params, probs[0].resolved, names, [i for _, i, _ in blocks], z0, sizes, bounds)
+    rows = np.cumsum([0] + [q.data["goal"].size for q in probs])
+
+    def residual(z):
+        return np.concatenate([q.residual(z[ix]) for q, ix in zip(probs, index)])
+
+    def jacobian(z):
+        jac = np.zeros((rows[-1], z.size))
+        for q, ix, a, b in zip(probs, index, rows[:-1], rows[1:]):
+            jac[a:b, ix] = q.jacobian(z[ix])
+        return jac
+
+    history: list[dict] = []
+    per_element = start == "file"
+    on_iter = iteration_reporter(names, sizes, shapes, s0, per_element, history, callback, progress, iterations)
+    z, n_iter = _solve(residual, jacobian, z0, lo, hi, iterations, on_iter,
                        f"fit: the Jacobian of the residuals over {', '.join(params)}", progress)
     on_iter(None)
-    jac = np.asarray(jac_fn(z, data), np.float64)
-    r = np.asarray(res_fn(z, data), np.float64)
-    u = uncertainty(jac, r, known_noise=noise is not None)
-    res = _result(params, labels, sizes, shapes, s0, per_element, z, u, float(0.5 * r @ r), n_iter, history)
+    r = residual(z)
+    u = uncertainty(jacobian(z), r, known_noise=noise is not None)
+    res = assemble(names, element_labels(names, sizes), sizes, shapes, s0, per_element, z, u, float(0.5 * r @ r),
+                   n_iter, history)
     if report is not None:
-        inputs = dict(file=os.path.abspath(os.fspath(path)), model_sha256=str(attrs.get("model_sha256", "")),
-                      params=list(params), bounds=bounds, start=start, noise=noise, target=target,
-                      integrator=integ.config() if hasattr(integ, "config") else str(integ), iterations=iterations)
-        times = t0 + dt * R * np.arange(1, goal.shape[0] + 1)  # each recorded sample's time (after its step)
-        _write_report(os.fspath(report), res, inputs, dict(zip(params, s0)), times, goal, r, data["weight"], target)
+        q = probs[0]
+        inputs = dict(file=q.path if len(paths) == 1 else [x.path for x in probs],
+                      model_sha256=str(q.attrs.get("model_sha256", "")), params=list(params), per_file=list(per_file),
+                      bounds=bounds, start=start, noise=noise, target=target, iterations=iterations,
+                      integrator=q.integ.config() if hasattr(q.integ, "config") else str(q.integ))
+        _write_report(os.fspath(report), res, inputs, dict(zip(names, s0)), q.times, q.data["goal"],
+                      r[:rows[1]], q.data["weight"], target)
     return res
+
+
+def _check_arguments(paths: list, params: Sequence[str], per_file: Sequence[str], start: Start, target: str,
+                     iterations: int) -> None:
+    if not paths:
+        raise RolloutError("fit: no file given")
+    if target != "x" and not (isinstance(target, str) and target.startswith("outputs:")):
+        raise RolloutError(f"target must be 'x' or 'outputs:<name>', got {target!r}")
+    if not isinstance(iterations, int) or iterations < 1:
+        raise RolloutError(f"iterations must be a positive int, got {iterations!r}")
+    unknown = sorted(set(per_file) - set(params))
+    if unknown:
+        raise RolloutError(f"per_file names {unknown}, which are not among the fitted parameters {list(params)}")
+    if start == "file" and len(paths) > 1:
+        raise RolloutError("start='file' fits one file's per-world values; give one file")
 
 
 def _write_report(folder: str, res: FitResult, inputs: dict, start: dict, times: np.ndarray, goal: np.ndarray,
@@ -373,60 +410,3 @@ def _outputs(sc, spec, per_world: bool, fields: dict, t, xs):
     return jax.vmap(world, in_axes=(0 if per_world else None, 1), out_axes=1)(fields, xs)
 
 
-def _estimates(z: np.ndarray, sizes, shapes, s0, per_element: bool) -> list[np.ndarray]:
-    parts = np.split(np.asarray(z, np.float64).reshape(-1), np.cumsum(sizes)[:-1])
-    return [np.asarray(s) * p.reshape(sh) if per_element else p.reshape(sh) for s, p, sh in zip(s0, parts, shapes)]
-
-
-def _reporter(params, sizes, shapes, s0, per_element, history, callback, progress, iterations):
-    """The solver's per-iteration hook (``IterLog``): a history record, the callback, the progress bar; called
-    with None once at the end to close the bar."""
-    bar = None
-    if progress and callback is None:  # a callback reports the iterations itself (the CLI prints them)
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=iterations, unit="it", desc="fit", dynamic_ncols=True)
-
-    def on(log) -> None:
-        if log is None:
-            if bar is not None:
-                bar.close()
-            return
-        est = _estimates(log.candidate, sizes, shapes, s0, per_element)
-        rec = {"iteration": len(history) + 1, "cost": float(log.objective),
-               "step": None if log.step is None else float(np.linalg.norm(log.step)),
-               "gradient": None if log.grad is None else float(np.linalg.norm(log.grad)),
-               "estimates": {p: e.tolist() for p, e in zip(params, est)}}
-        history.append(rec)
-        if bar is not None:
-            bar.update(1)
-            bar.set_postfix_str(f"cost {rec['cost']:.3g}", refresh=False)
-        if callback is not None:
-            callback(rec)
-
-    return on
-
-
-def _shaped(v: np.ndarray, scalar: bool, per_world: bool) -> Any:
-    if not scalar:
-        return v
-    return np.reshape(v, (-1,)) if per_world else float(np.reshape(v, -1)[0])
-
-
-def _result(params, labels, sizes, shapes, s0, per_element, z, u: Uncertainty, cost: float, n_iter: int,
-            history: list[dict]) -> FitResult:
-    est = _estimates(z, sizes, shapes, s0, per_element)
-    parts = np.cumsum([0] + sizes)
-    values, stderr, ci95 = {}, {}, {}
-    for p, e, s, a, b, sh in zip(params, est, s0, parts[:-1], parts[1:], shapes):
-        unit = np.abs(np.asarray(s)) if per_element else 1.0  # a scale's error, in the value's units
-        se = u.stderr[a:b].reshape(sh) * unit
-        hw = u.half_width[a:b].reshape(sh) * unit
-        one = b - a == 1  # a scalar parameter: a float, or with start="file" one value per world (B,)
-        values[p], stderr[p] = _shaped(e, one, per_element), _shaped(se, one, per_element)
-        ci95[p] = (_shaped(e - hw, one, per_element), _shaped(e + hw, one, per_element))
-    residuals = {"rms": u.rms, "dof": u.dof, "sigma2": u.sigma2, "reduced_chi2": u.reduced_chi2}
-    return FitResult(params=list(params), values=values, stderr=stderr, ci95=ci95, elements=labels,
-                     correlation=u.correlation, unidentifiable=[lab for lab, f in zip(labels, u.unidentifiable) if f],
-                     condition_number=u.condition_number, cost=cost, iterations=n_iter, history=history,
-                     residuals=residuals)

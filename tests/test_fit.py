@@ -3,6 +3,7 @@ off, with 95 % intervals that hold the truth; a parameter the data do not touch 
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import shutil
@@ -115,6 +116,46 @@ def test_interval_coverage_over_noise_seeds(noisy_file, tmp_path):
     assert all(17 <= h <= 20 for h in hits.values()), hits
 
 
+def test_two_files_share_the_mass_and_each_has_its_damping(noisy_file, tmp_path):
+    """Model variants: a second file whose pendulum has another shoulder damping (0.25), fitted jointly with the
+    first; the link mass is shared, the damping per file (``name@k``); every truth inside its interval; the
+    shared mass is determined better than by one file. The same through the CLI (FILE... --per-file)."""
+    scene, path = noisy_file
+    m = scene.model
+    damp = np.tile(m.dof_damping, (B, 1))
+    damp[:, m.jnt_dofadr[m.joint("shoulder").id]] = 0.25
+    mass = np.tile(m.body_mass, (B, 1))
+    mass[:, m.body("link1").id] = MASS
+    other = tmp_path / "other.h5"
+    rollout(scene, "rk4", dt=0.01, steps=STEPS, x0=initial_states(scene, B, 1, 0.5), record_every=R, out=other,
+            progress=False, model_params={"body_mass": mass, "dof_damping": damp})
+    with h5py.File(other, "r+") as f:
+        f["x"][...] = f["x"][()] + 1e-3 * np.random.default_rng(1).standard_normal(f["x"].shape)
+    start = {"body_mass:link1": 1.5 * MASS, "dof_damping:shoulder": 0.3}
+    both = fit([path, other], PARAMS, scene=scene, integrator="rk4", start=start, noise=1e-3,
+               per_file=["dof_damping:shoulder"], progress=False)
+    one = fit(path, PARAMS, scene=scene, integrator="rk4", start=start, noise=1e-3, progress=False)
+    assert set(both.values) == {"body_mass:link1", "dof_damping:shoulder@0", "dof_damping:shoulder@1",
+                                "geom_friction:link1"}
+    for k, v in (("body_mass:link1", MASS), ("dof_damping:shoulder@0", DAMP), ("dof_damping:shoulder@1", 0.25)):
+        lo, hi = both.ci95[k]
+        assert lo < v < hi and abs(both.values[k] - v) < 5e-3 * v, (k, both.values[k], lo, hi)
+    assert both.stderr["body_mass:link1"] < one.stderr["body_mass:link1"]
+    assert both.unidentifiable == FRICTION and both.residuals["dof"] == 2 * one.residuals["dof"] + 4
+    from mjharness.rollout.cli.app import main
+
+    out = tmp_path / "both.json"
+    assert main(["fit", str(path), str(other), "--params", *PARAMS, "--per-file", "dof_damping:shoulder",
+                 "--start", f"body_mass:link1={1.5 * MASS}", "dof_damping:shoulder=0.3", "--noise", "1e-3",
+                 "--integrator", "rk4", "--json-out", str(out)]) == 0
+    got = json.loads(out.read_text())["values"]
+    assert got["dof_damping:shoulder@1"] == pytest.approx(both.values["dof_damping:shoulder@1"], rel=1e-6)
+    with pytest.raises(RolloutError, match="per_file names"):
+        fit([path, other], PARAMS, scene=scene, per_file=["body_mass:nope"], progress=False)
+    with pytest.raises(RolloutError, match="give one file"):
+        fit([path, other], PARAMS, scene=scene, start="file", progress=False)
+
+
 @pytest.mark.parametrize("spec, match", [
     ("body_mass:nope", "no body named 'nope'"),
     ("dof_damping:nope", "no joint named 'nope'"),
@@ -129,8 +170,6 @@ def test_bad_param_names(spec, match):
 
 def test_cli_fit_prints_and_writes_json(noisy_file, tmp_path, capsys):
     """`mjharness fit` on the same file: per-iteration lines, the parameter table with intervals, the JSON."""
-    import json
-
     from mjharness.rollout.cli.app import main
 
     _, path = noisy_file

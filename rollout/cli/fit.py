@@ -1,4 +1,4 @@
-"""``mjharness fit FILE --params body_mass:link1 dof_damping:shoulder``: fit model parameters to a rollout file.
+"""``mjharness fit FILE... --params body_mass:link1 dof_damping:shoulder``: fit model parameters to rollout files.
 
 Prints the cost and each estimate per iteration, then a table of estimates with standard errors, 95 % intervals
 and the unidentifiable flag, the condition number and the residuals' statistics, and writes the whole result
@@ -17,10 +17,12 @@ def add_parser(sub) -> None:
                        description="Fit named model parameters (field:name, e.g. body_mass:link1, dof_damping:shoulder)"
                                    " to the recorded states or outputs of FILE, all worlds at once, by bounded "
                                    "Levenberg-Marquardt with the exact Jacobian; report 95 %% intervals.")
-    p.add_argument("file")
+    p.add_argument("file", nargs="+", help="one rollout file, or several fitted jointly")
     p.add_argument("--params", nargs="+", required=True, metavar="FIELD:NAME")
     p.add_argument("--start", nargs="*", default=[], metavar="FIELD:NAME=VALUE",
                    help="starting values (default: the file's model values)")
+    p.add_argument("--per-file", nargs="*", default=[], metavar="FIELD:NAME",
+                   help="with several files: parameters fitted once per file (the others are shared)")
     p.add_argument("--bounds", nargs="*", default=[], metavar="FIELD:NAME=LO:HI",
                    help="bounds (default: 0 below for fields that cannot be negative)")
     p.add_argument("--noise", type=float, default=None, metavar="SIGMA",
@@ -34,7 +36,7 @@ def add_parser(sub) -> None:
                    help="write a report: fit.h5 (result and inputs), plots of parameters, residuals and predictions, "
                         "index.html")
     p.add_argument("--every", type=int, default=1, help="print every k-th iteration")
-    p.set_defaults(func=command, subject=lambda args: f"file {args.file!r}")
+    p.set_defaults(func=command, subject=lambda args: f"file {', '.join(args.file)!r}")
 
 
 def _pairs(items, flag: str, parse) -> dict:
@@ -74,9 +76,11 @@ def command(args) -> int:
             parts = [f"{p}={_fmt(v)}" for p, v in rec["estimates"].items()]
             print(f"iter {i:4d}  cost {rec['cost']:.4e}  " + "  ".join(parts), flush=True)
 
-    res = fit(args.file, args.params, integrator=args.integrator, iterations=args.iterations, bounds=bounds or None,
+    files = args.file[0] if len(args.file) == 1 else args.file
+    res = fit(files, args.params, per_file=args.per_file, integrator=args.integrator, iterations=args.iterations,
+              bounds=bounds or None,
               noise=args.noise, start=start or None, callback=show, target=args.target, report=args.report)
-    out = args.json_out or os.path.splitext(args.file)[0] + ".fit.json"
+    out = args.json_out or os.path.splitext(args.file[0])[0] + ".fit.json"
     with open(out, "w") as f:
         json.dump(res.to_dict(), f, indent=1)
     for line in summary_lines(res):
