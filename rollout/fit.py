@@ -222,7 +222,7 @@ class _Problem:
 
 
 def _problem(path: PathLike, params: Sequence[str], scene: SceneLike | None, integrator: IntegratorLike,
-             start: Start, noise, target: str) -> _Problem:
+             start: Start, noise, target: str, window: tuple[float, float] | None = None) -> _Problem:
     """The compiled residuals of one file (``fit``'s arguments)."""
     import jax.numpy as jnp
 
@@ -233,14 +233,16 @@ def _problem(path: PathLike, params: Sequence[str], scene: SceneLike | None, int
     own = own.get("name") if isinstance(own, dict) else own
     integ = scene_integrator(sc, integrator if integrator is not None else own)
     dt, R, t0 = float(attrs["dt"]), int(attrs["record_every"]), float(attrs.get("t0", 0.0))
-    steps = xs_file.shape[0] * R
+    times = t0 + dt * R * np.arange(1, xs_file.shape[0] + 1)  # each sample's time (after its step)
+    first, last = _window(window, times, path)
+    steps = last * R  # simulated from x0 to the window's last sample; residuals of the window's samples only
     base, resolved, s0, per_world = _starting_values(path, sc, params, start, file_params, x0.shape[0])
     check_param_fields(sc, {k: v for k, v in base.items()}, x0.shape[0])  # shapes/dtypes before compile
     per_element = start == "file"
     shapes = [np.shape(s)[1:] if per_element else np.shape(s) for s in s0]
     sizes = [int(np.prod(s, dtype=np.int64)) for s in shapes]
     z0 = np.concatenate([np.ones(n) if per_element else np.ravel(s) for s, n in zip(s0, sizes)]).astype(np.float64)
-    goal = np.asarray(xs_file if out_file is None else out_file, np.float64)
+    goal = np.asarray(xs_file if out_file is None else out_file, np.float64)[first:last]
     # The data are arguments of the compiled functions, not constants baked into them: a second fit of the same
     # shapes (another file, other noise) reuses the compile.
     data: dict[str, Any] = {"goal": goal, "weight": _weights(goal, noise), "x0": np.asarray(x0, np.float64),
@@ -254,6 +256,7 @@ def _problem(path: PathLike, params: Sequence[str], scene: SceneLike | None, int
             part = part.reshape(shape)
             fields[fld] = fields[fld].at[idx].set(s * part if per_element else part)
         t, xs = simulate(sc, integ, data["x0"], dt=dt, steps=steps, record_every=R, model_params=fields, t0=t0)
+        t, xs = t[first:], xs[first:]
         if spec is not None:
             xs = _outputs(sc, spec, per_world, fields, t, xs)
         return jnp.ravel((xs - data["goal"]) / data["weight"])
@@ -261,11 +264,26 @@ def _problem(path: PathLike, params: Sequence[str], scene: SceneLike | None, int
     tk = sc.trace_key()
     key = None if tk is None else (
         tk, repr(getattr(integ, "config", lambda: integ)()), repr(resolved), tuple(shapes), per_element,
-        per_world, None if spec is None else spec.name, dt, steps, R, t0,
+        per_world, None if spec is None else spec.name, dt, steps, R, t0, first,
         tuple((k, np.shape(v)) for k, v in sorted(data["base"].items())), np.shape(goal), np.shape(x0))
     return _Problem(path=os.path.abspath(os.fspath(path)), fns=_compiled(key, residual, data, z0), data=data, z0=z0,
                     s0=s0, shapes=shapes, sizes=sizes, resolved=resolved, attrs=attrs, integ=integ,
-                    times=t0 + dt * R * np.arange(1, goal.shape[0] + 1))  # each sample's time (after its step)
+                    times=times[first:last])
+
+
+def _window(window: tuple[float, float] | None, times: np.ndarray, path) -> tuple[int, int]:
+    """Sample range [first, last) of the recorded ``times`` inside ``window`` = (t_start, t_end), inclusive."""
+    if window is None:
+        return 0, times.size
+    try:
+        a, b = (float(v) for v in window)
+    except (TypeError, ValueError):
+        raise RolloutError(f"window must be (t_start, t_end) in seconds, got {window!r}") from None
+    inside = np.flatnonzero((times >= a - 1e-12) & (times <= b + 1e-12))
+    if inside.size == 0:
+        raise RolloutError(f"window {window!r}: no recorded sample of {path} lies in it (samples at "
+                           f"{times[0]:g} to {times[-1]:g} s)")
+    return int(inside[0]), int(inside[-1]) + 1
 
 
 def _blocks(params: Sequence[str], per_file: Sequence[str], probs: list[_Problem]) -> tuple[list, list[np.ndarray]]:
@@ -284,7 +302,8 @@ def _blocks(params: Sequence[str], per_file: Sequence[str], probs: list[_Problem
 
 def fit(path: PathLike | Sequence[PathLike], params: Sequence[str], *, scene: SceneLike | None = None,
         integrator: IntegratorLike = None, bounds: Mapping[str, tuple[float, float]] | None = None,
-        start: Start = None, noise: ArrayLike | None = None, per_file: Sequence[str] = (), iterations: int = 100,
+        start: Start = None, noise: ArrayLike | None = None, per_file: Sequence[str] = (),
+        window: tuple[float, float] | None = None, iterations: int = 100,
         callback: Callable[[dict], object] | None = None, target: str = "x", progress: bool = True,
         report: PathLike | None = None) -> FitResult:
     """Fit ``params`` (list of ``field:name``) to the states (``target="x"``) or a recorded output
@@ -294,6 +313,8 @@ def fit(path: PathLike | Sequence[PathLike], params: Sequence[str], *, scene: Sc
 
     Several files (trajectories, or model variants of one scene): every parameter is shared by all of them, except
     those named in ``per_file``, which get one value per file (``name@k`` in the result, k the file's position).
+    window: (t_start, t_end) [s]: only the recorded samples in it enter the residuals (of every file); the run is
+    still simulated from the file's x0.
     bounds: {name: (lo, hi)}; default 0 below for fields that cannot be negative (``NONNEGATIVE``), else none.
     noise: the measurement noise's standard deviation (one number, or one per component of the target): the
     residuals are then in units of it and the intervals use it; default: each component weighted by its spread
@@ -309,7 +330,7 @@ def fit(path: PathLike | Sequence[PathLike], params: Sequence[str], *, scene: Sc
     configure()  # float64 before the first array (idempotent)
     paths = [path] if isinstance(path, (str, os.PathLike)) else list(path)
     _check_arguments(paths, params, per_file, start, target, iterations)
-    probs = [_problem(p, params, scene, integrator, start, noise, target) for p in paths]
+    probs = [_problem(p, params, scene, integrator, start, noise, target, window) for p in paths]
     if any(q.sizes != probs[0].sizes for q in probs):
         raise RolloutError(f"the files give the parameters different sizes: {[q.sizes for q in probs]}")
     blocks, index = _blocks(params, per_file, probs)
@@ -345,7 +366,7 @@ def fit(path: PathLike | Sequence[PathLike], params: Sequence[str], *, scene: Sc
         q = probs[0]
         inputs = dict(file=q.path if len(paths) == 1 else [x.path for x in probs],
                       model_sha256=str(q.attrs.get("model_sha256", "")), params=list(params), per_file=list(per_file),
-                      bounds=bounds, start=start, noise=noise, target=target, iterations=iterations,
+                      bounds=bounds, start=start, noise=noise, target=target, iterations=iterations, window=window,
                       integrator=q.integ.config() if hasattr(q.integ, "config") else str(q.integ))
         _write_report(os.fspath(report), res, inputs, dict(zip(names, s0)), q.times, q.data["goal"],
                       r[:rows[1]], q.data["weight"], target)

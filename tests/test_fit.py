@@ -96,6 +96,21 @@ def test_bounds_hold_and_are_checked(noisy_file):
         fit(path, ["dof_damping:shoulder"], scene=scene, noise=[1.0, 2.0], progress=False)
 
 
+def test_a_window_fits_its_samples_only(noisy_file):
+    """window=(0.2, 0.4): the residuals are the samples recorded at 0.2..0.4 s only (6 of 10, all worlds and
+    components), simulated from x0; the truths stay inside the (wider) intervals. A window with no sample is
+    refused before anything compiles."""
+    scene, path = noisy_file
+    start = {"body_mass:link1": 1.5 * MASS, "dof_damping:shoulder": 0.5 * DAMP}
+    res = fit(path, PARAMS, scene=scene, integrator="rk4", start=start, noise=1e-3, window=(0.2, 0.4), progress=False)
+    assert res.residuals["dof"] == 6 * B * scene.layout.size - 5
+    for k, v in (("body_mass:link1", MASS), ("dof_damping:shoulder", DAMP)):
+        lo, hi = res.ci95[k]
+        assert lo < v < hi, (k, lo, hi)
+    with pytest.raises(RolloutError, match="no recorded sample"):
+        fit(path, PARAMS, scene=scene, window=(5.0, 6.0), progress=False)
+
+
 def test_interval_coverage_over_noise_seeds(noisy_file, tmp_path):
     """Coverage of the 95 % intervals: 20 noise seeds on one set of trajectories (one compile: the data are
     arguments of the compiled Jacobian); both parameters' truths inside their intervals in 17 to 20 of them."""

@@ -27,6 +27,8 @@ def add_parser(sub) -> None:
                    help="bounds (default: 0 below for fields that cannot be negative)")
     p.add_argument("--noise", type=float, default=None, metavar="SIGMA",
                    help="measurement noise std of the target (default: estimated from the fit)")
+    p.add_argument("--window", nargs=2, type=float, default=None, metavar=("T_START", "T_END"),
+                   help="fit only the recorded samples between these times [s]")
     p.add_argument("--iterations", type=int, default=100, help="the solver's iteration limit")
     p.add_argument("--integrator", default=None, help="default: the file's integrator")
     p.add_argument("--target", default="x", metavar="x|outputs:NAME",
@@ -77,9 +79,9 @@ def command(args) -> int:
             print(f"iter {i:4d}  cost {rec['cost']:.4e}  " + "  ".join(parts), flush=True)
 
     files = args.file[0] if len(args.file) == 1 else args.file
-    res = fit(files, args.params, per_file=args.per_file, integrator=args.integrator, iterations=args.iterations,
-              bounds=bounds or None,
-              noise=args.noise, start=start or None, callback=show, target=args.target, report=args.report)
+    res = fit(files, args.params, per_file=args.per_file, window=args.window, integrator=args.integrator,
+              iterations=args.iterations, bounds=bounds or None, noise=args.noise, start=start or None, callback=show,
+              target=args.target, report=args.report)
     out = args.json_out or os.path.splitext(args.file[0])[0] + ".fit.json"
     with open(out, "w") as f:
         json.dump(res.to_dict(), f, indent=1)
