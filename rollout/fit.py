@@ -28,6 +28,7 @@ from numpy.typing import ArrayLike
 from mjharness.integrators.names import OutputSemantics
 from mjharness.scenes.settings import configure
 
+from . import fit_sensors
 from .engine.params import field_value, resolve_param
 from .engine.simulate import check_param_fields, simulate
 from .errors import RolloutError
@@ -85,23 +86,32 @@ def _read(path: PathLike, scene: SceneLike | None, target: str) -> tuple[np.ndar
     return xs_file, x0, attrs, file_params, sc, out_file, spec
 
 
-def _starting_values(path: PathLike, scene: MjScene, params: Sequence[str], start: Start, file_params: dict,
-                     B: int) -> tuple[dict[str, np.ndarray], list[tuple[str, tuple]], list[np.ndarray], bool]:
+def _starting_values(path: PathLike, scene: MjScene, params: Sequence[str], start: Start, file_params: dict, B: int,
+                     target: str = "x") -> tuple[dict[str, np.ndarray], list[tuple[str, tuple]], list[np.ndarray],
+                                                 bool]:
     """(every fitted field's values, each parameter's (field, index), its starting value, whether the fields
     are per world)."""
-    resolved = [resolve_param(scene.model, scene.mjx_model, p) for p in params]
-    base = {field: np.asarray(field_value(scene.mjx_model, field), np.float64) for field, _ in resolved}
+    resolved = [fit_sensors.resolve_sensor(scene.model, p, target) if fit_sensors.is_sensor_param(p)
+                else resolve_param(scene.model, scene.mjx_model, p) for p in params]
+    if start == "file" and any(fit_sensors.is_sensor_param(p) for p in params):
+        raise RolloutError("start='file' scales per-world model fields; sensor parameters cannot take it")
+    model_fields = [(f, idx) for f, idx in resolved if f not in fit_sensors.SENSOR_FIELDS]
+    base = {field: np.asarray(field_value(scene.mjx_model, field), np.float64) for field, _ in model_fields}
     if start == "file" and not file_params:
         raise RolloutError(f"start='file': {path} records no per-world model fields (/model_params)")
     per_world = bool(file_params)
     if per_world:  # every world as it ran: the nominal fields broadcast, the file's per-world fields over them
         base = {k: np.broadcast_to(v, (B,) + v.shape).copy() for k, v in base.items()}
         base.update({k: np.asarray(v, np.float64) for k, v in file_params.items()})
-        resolved = [(field, (slice(None),) + idx) for field, idx in resolved]
+        resolved = [(field, idx if field in fit_sensors.SENSOR_FIELDS else (slice(None),) + idx)
+                    for field, idx in resolved]
     given: Mapping[str, ArrayLike] = start if isinstance(start, Mapping) else {}
     s0 = []
     for p, (field, idx) in zip(params, resolved):
         mine = start is None or start == "file" or p not in start
+        if field in fit_sensors.SENSOR_FIELDS:
+            s0.append(fit_sensors.start_value(field, idx[1]) if mine else np.asarray(given[p], np.float64))
+            continue
         v = np.asarray(base[field][idx] if mine else given[p], np.float64)
         if per_world and start != "file" and mine:
             v = v[0]  # one starting value: world 0's (the nominal one unless the file varies it)
@@ -111,7 +121,7 @@ def _starting_values(path: PathLike, scene: MjScene, params: Sequence[str], star
 
 # Fields whose values cannot be negative: their default lower bound is 0 (others are unbounded).
 NONNEGATIVE = ("body_mass", "body_inertia", "dof_damping", "dof_armature", "dof_frictionloss", "geom_friction",
-               "jnt_stiffness", "geom_size", "geom_solref", "tendon_damping", "tendon_stiffness")
+               "jnt_stiffness", "geom_size", "geom_solref", "tendon_damping", "tendon_stiffness", "sensor_delay")
 _BIG = 1e30  # mujoco.minimize wants finite bounds: "unbounded" is this far
 
 
@@ -236,7 +246,8 @@ def _problem(path: PathLike, params: Sequence[str], scene: SceneLike | None, int
     times = t0 + dt * R * np.arange(1, xs_file.shape[0] + 1)  # each sample's time (after its step)
     first, last = _window(window, times, path)
     steps = last * R  # simulated from x0 to the window's last sample; residuals of the window's samples only
-    base, resolved, s0, per_world = _starting_values(path, sc, params, start, file_params, x0.shape[0])
+    base, resolved, s0, per_world = _starting_values(path, sc, params, start, file_params, x0.shape[0], target)
+    dims = {int(a): int(d) for a, d in zip(sc.model.sensor_adr, sc.model.sensor_dim)}
     check_param_fields(sc, {k: v for k, v in base.items()}, x0.shape[0])  # shapes/dtypes before compile
     per_element = start == "file"
     shapes = [np.shape(s)[1:] if per_element else np.shape(s) for s in s0]
@@ -252,14 +263,18 @@ def _problem(path: PathLike, params: Sequence[str], scene: SceneLike | None, int
     def residual(z, data):
         fields = {k: jnp.asarray(v) for k, v in data["base"].items()}
         parts = jnp.split(z, np.cumsum(sizes)[:-1])
+        sensors = []
         for (fld, idx), s, part, shape in zip(resolved, data["s0"], parts, shapes):
             part = part.reshape(shape)
-            fields[fld] = fields[fld].at[idx].set(s * part if per_element else part)
+            if fld in fit_sensors.SENSOR_FIELDS:
+                sensors.append((fld, idx, part))
+            else:
+                fields[fld] = fields[fld].at[idx].set(s * part if per_element else part)
         t, xs = simulate(sc, integ, data["x0"], dt=dt, steps=steps, record_every=R, model_params=fields, t0=t0)
-        t, xs = t[first:], xs[first:]
         if spec is not None:
             xs = _outputs(sc, spec, per_world, fields, t, xs)
-        return jnp.ravel((xs - data["goal"]) / data["weight"])
+            xs = fit_sensors.apply(xs, t, sensors, dims) if sensors else xs  # delays reach before the window
+        return jnp.ravel((xs[first:] - data["goal"]) / data["weight"])
 
     tk = sc.trace_key()
     key = None if tk is None else (
