@@ -7,6 +7,7 @@ import json
 import math
 import os
 import shutil
+from pathlib import Path
 
 import h5py
 import jax
@@ -22,6 +23,7 @@ from mjharness.rollout.fit import fit, resolve_param
 jax.config.update("jax_enable_x64", True)
 
 B, STEPS, R = 64, 40, 4
+ROOT = Path(__file__).resolve().parents[1]
 MASS, DAMP = 1.3, 0.4
 
 
@@ -78,6 +80,23 @@ def test_fit_recovers_mass_and_damping(noisy_file):
         lo, hi = est.ci95[k]
         assert lo < truth[k] < hi and np.isfinite(est.stderr[k])
     assert est.residuals["sigma2"] != 1.0 and est.unidentifiable == FRICTION
+
+
+def test_mujoco_minimize_with_finite_differences_on_c_agrees(noisy_file):
+    """The same problem solved independently: mujoco.minimize.least_squares with finite differences on residuals
+    from mujoco.rollout (MuJoCo C's RK4; scripts/fit_vs_minimize.py) lands inside our intervals, within 1e-8."""
+    import importlib.util
+
+    scene, path = noisy_file
+    spec = importlib.util.spec_from_file_location("fit_vs_minimize", ROOT / "scripts" / "fit_vs_minimize.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    start = {"body_mass:link1": 1.5 * MASS, "dof_damping:shoulder": 0.5 * DAMP}
+    ours = fit(path, list(start), scene=scene, integrator="rk4", start=start, noise=1e-3, progress=False)
+    est, _ = script.theirs(str(path), np.array(list(start.values())), np.zeros(2), np.full(2, 1e30))
+    for p, e in zip(start, est):
+        lo, hi = ours.ci95[p]
+        assert lo < e < hi and abs(e - ours.values[p]) < 1e-8 * ours.values[p], (p, e, ours.values[p])
 
 
 def test_bounds_hold_and_are_checked(noisy_file):
