@@ -90,6 +90,19 @@ def _dot(p: np.ndarray) -> np.ndarray:
     return res
 
 
+def kept_batch(owner, n: int, bound):
+    """``owner``'s ``Batch`` of ``n`` worlds (on its pool's model and threads, started from ``owner.row0``) with what
+    ``bound(batch)`` binds, made on first use; the ``_KEEP`` most recent sizes are kept in ``owner.batches``."""
+    got = owner.batches.get(n)
+    if got is None:
+        if len(owner.batches) >= _KEEP:
+            owner.batches.pop(next(iter(owner.batches)))
+        b = Batch(owner.pool.model, n, nthread=owner.pool.threads)
+        b.state[:] = owner.row0
+        got = owner.batches[n] = bound(b)
+    return got
+
+
 class BatchForward:
     """``f(t, x, ctrl, ws, h[, p]) -> (..., 3 nv + na [+ k nv])`` as ``HostPool.evaluate`` in mode "forward", with
     M^-1 of ``force``'s rows (k, nv) after the first 3 nv + na columns when given (``SolveM``); with ``layout``
@@ -109,18 +122,13 @@ class BatchForward:
         self.lock = threading.Lock()  # a Batch serves one call at a time
 
     def _batch(self, n: int):
-        got = self.batches.get(n)
-        if got is None:
-            if len(self.batches) >= _KEEP:
-                self.batches.pop(next(iter(self.batches)))
-            b = Batch(self.pool.model, n, nthread=self.pool.threads)
-            b.state[:] = self.row0
+        def bound(b):
             fields = [(b.expand(name), sl) for name, sl in self.slices]
             factor = None if self.solve is None else (b.bind("qLD"), b.bind("qLDiagInv"))
             applied = None if self.forces is None else (b.bind("xfrc_applied"), b.bind("qfrc_applied"))
-            got = self.batches[n] = (b, [b.bind(f) for f in _INPUTS], b.bind("qacc"), b.bind("act_dot"), fields,
-                                     factor, applied)
-        return got
+            return (b, [b.bind(f) for f in _INPUTS], b.bind("qacc"), b.bind("act_dot"), fields, factor, applied)
+
+        return kept_batch(self, n, bound)
 
     def __call__(self, t, x, ctrl, ws, h, p=None, out=None):
         m = self.pool.model

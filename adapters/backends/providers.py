@@ -16,11 +16,12 @@ from typing import Any
 
 import mujoco
 import numpy as np
-from mujoco.batch import MODEL_FIELDS, Batch
+from mujoco.batch import MODEL_FIELDS
 
 from mjharness.integrators.errors import UserError
 
 from .base import BackendError
+from .host_batch import kept_batch
 
 # What a provider reads on MuJoCo C: the stage's inputs and what mj_fwdPosition / mj_fwdVelocity compute.
 STATE_FIELDS = ("time", "qpos", "qvel", "act", "ctrl")
@@ -30,7 +31,6 @@ _KEYS = ("xfrc", "qfrc")
 # Batch.forward resets a world whose qpos/qvel is bad (NaN or beyond 1e10): its provider forces are NaN, so the
 # engine's non-finite rule stops it instead of a provider seeing the reset state.
 _RESETS = [int(getattr(mujoco.mjtWarning, w)) for w in ("mjWARN_BADQPOS", "mjWARN_BADQVEL")]
-_KEEP = 4  # batch sizes kept (the chunk's, a single world's, ...)
 
 
 class ForceError(UserError, ValueError):
@@ -132,15 +132,8 @@ class HostForces:
         self.lock = threading.Lock()  # a Batch serves one call at a time
 
     def _batch(self, n: int) -> tuple:
-        got = self.batches.get(n)
-        if got is None:
-            if len(self.batches) >= _KEEP:
-                self.batches.pop(next(iter(self.batches)))
-            b = Batch(self.pool.model, n, nthread=self.pool.threads)
-            b.state[:] = self.row0
-            got = self.batches[n] = (b, {f: b.bind(f) for f in STATE_FIELDS}, {},
-                                     [(b.expand(name), sl) for name, sl in self.slices])
-        return got
+        return kept_batch(self, n, lambda b: (b, {f: b.bind(f) for f in STATE_FIELDS}, {},
+                                              [(b.expand(name), sl) for name, sl in self.slices]))
 
     def __call__(self, t, x, ctrl, p=None) -> tuple[np.ndarray, np.ndarray]:
         m = self.pool.model
