@@ -32,6 +32,7 @@ from . import fit_sensors
 from .engine.params import field_value, resolve_param
 from .engine.simulate import check_param_fields, simulate
 from .errors import RolloutError
+from .fit_host import central_differences, exact, host_residual
 from .fit_result import FitResult, assemble, element_labels, iteration_reporter
 from .fit_stats import uncertainty
 from .h5.format import is_output
@@ -72,6 +73,7 @@ def _read(path: PathLike, scene: SceneLike | None, target: str) -> tuple[np.ndar
     """(states (T, B, n), x0 (B, n), root attributes, per-world model fields, the scene resolved for gradients
     (default: the file's model), the recorded output ``target`` or None for ``"x"``, its OutputSpec or None)."""
     from mjharness.adapters import MjScene
+    from mjharness.adapters.backends import BackendError
 
     from .engine.plan import resolve_scene
     from .h5 import open_rollout
@@ -79,7 +81,11 @@ def _read(path: PathLike, scene: SceneLike | None, target: str) -> tuple[np.ndar
     with open_rollout(path) as f:
         xs_file, x0, attrs, file_params = np.asarray(f.x), np.asarray(f.x0), dict(f.attrs), f.model_params
         model = f.model()
-        sc = resolve_scene(model if scene is None else scene, needs={"differentiable": "fit (gradients)"})
+        src = model if scene is None else scene
+        try:
+            sc = resolve_scene(src, needs={"differentiable": "fit (gradients)"})
+        except BackendError:  # the scene names a backend without gradients (MuJoCo C): finite differences
+            sc = resolve_scene(src)
         if not isinstance(sc, MjScene):
             raise RolloutError(f"fit: the scene must be a MuJoCo scene (an MjScene), not a {type(sc).__name__}")
         out_file, spec = _output_target(f, sc, target) if target != "x" else (None, None)
@@ -91,12 +97,14 @@ def _starting_values(path: PathLike, scene: MjScene, params: Sequence[str], star
                                                  bool]:
     """(every fitted field's values, each parameter's (field, index), its starting value, whether the fields
     are per world)."""
+    mjx_model = scene.mjx_model if exact(scene) else None  # MuJoCo C: the fields of the MjModel
     resolved = [fit_sensors.resolve_sensor(scene.model, p, target) if fit_sensors.is_sensor_param(p)
-                else resolve_param(scene.model, scene.mjx_model, p) for p in params]
+                else resolve_param(scene.model, mjx_model, p) for p in params]
     if start == "file" and any(fit_sensors.is_sensor_param(p) for p in params):
         raise RolloutError("start='file' scales per-world model fields; sensor parameters cannot take it")
     model_fields = [(f, idx) for f, idx in resolved if f not in fit_sensors.SENSOR_FIELDS]
-    base = {field: np.asarray(field_value(scene.mjx_model, field), np.float64) for field, _ in model_fields}
+    owner = scene.model if mjx_model is None else mjx_model
+    base = {field: np.asarray(field_value(owner, field), np.float64) for field, _ in model_fields}
     if start == "file" and not file_params:
         raise RolloutError(f"start='file': {path} records no per-world model fields (/model_params)")
     per_world = bool(file_params)
@@ -276,6 +284,12 @@ def _problem(path: PathLike, params: Sequence[str], scene: SceneLike | None, int
             xs = fit_sensors.apply(xs, t, sensors, dims) if sensors else xs  # delays reach before the window
         return jnp.ravel((xs[first:] - data["goal"]) / data["weight"])
 
+    if not exact(sc):
+        host = host_residual(sc, integ, dt, steps, R, t0, first, resolved, shapes, sizes, per_element, per_world,
+                              spec, dims)
+        return _Problem(path=os.path.abspath(os.fspath(path)), fns=(host, central_differences(host)), data=data,
+                        z0=z0, s0=s0, shapes=shapes, sizes=sizes, resolved=resolved, attrs=attrs, integ=integ,
+                        times=times[first:last])
     tk = sc.trace_key()
     key = None if tk is None else (
         tk, repr(getattr(integ, "config", lambda: integ)()), repr(resolved), tuple(shapes), per_element,

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 # capability -> how a refusal names it
 CAPABILITIES = {
     "mjx_data": "MJX data of a state (MjScene.forward / to_mjx / with_model)",
-    "differentiable": "differentiation (jax.grad / jax.jvp, simulate, fit)",
+    "differentiable": "differentiation (jax.grad / jax.jvp, simulate; fit's exact Jacobian)",
     "per_world_params": "per-world model parameters (model_params)",
     "extra_states": "extra states (add_state: their derivative_fn reads MJX data)",
     "body_noise": "body noise (add_body_noise: the body Jacobian of MJX data)",
