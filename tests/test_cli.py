@@ -176,12 +176,17 @@ def _config_a(steps):
 
 
 def test_sigkill_leaves_a_readable_partial_file_and_resume_completes_it(tmp_path):
-    """Configuration A of the rollout tests, 6000 steps, through the CLI on MJX (whose chunks take long
-    enough for the kill to land mid-run): killed, read, resumed (on the file's backend)."""
-    steps = 6000
-    path = tmp_path / "killed.h5"
-    rc, err = run_and_kill(_config_a(steps) + ["--backend", "mjx", "--out", str(path)], tmp_path, 6)
-    assert rc == -signal.SIGKILL, err[-2000:]
+    """Configuration A of the rollout tests through the CLI on MJX: killed once its first chunk is flushed, read,
+    resumed (on the file's backend). On a fast quiet machine 6000 steps can all be written before the kill lands
+    (the run then ends complete): the run is repeated 10x and 100x longer until the kill finds it mid-run, so the
+    outcome does not depend on the machine's speed."""
+    for steps in (6000, 60000, 600000):
+        path = tmp_path / f"killed{steps}.h5"
+        rc, err = run_and_kill(_config_a(steps) + ["--backend", "mjx", "--out", str(path)], tmp_path, 6)
+        assert rc == -signal.SIGKILL, err[-2000:]
+        with open_rollout(path) as f:
+            if not f.complete:
+                break
     # the uninterrupted run, in this process (the compiled function of configuration A)
     full = rollout(cached_scene("double_pendulum"), INTEG, progress=False, backend="mjx", **dict(A, steps=steps)).x
     with open_rollout(path) as f:
