@@ -24,13 +24,15 @@ import numpy as np
 PLOTTED = 4  # components in the prediction plot
 
 
+def fmt(v) -> str:
+    """A value or an array, 6 significant digits (``[a,b,c]`` for several)."""
+    vals = np.ravel(np.asarray(v, np.float64)).tolist()
+    s = ",".join(f"{x:.6g}" for x in vals)
+    return s if len(vals) == 1 else f"[{s}]"
+
+
 def summary_lines(res) -> list[str]:
     """The parameter table and the fit's statistics, one line each (the CLI prints these)."""
-    def fmt(v):
-        vals = np.ravel(np.asarray(v, np.float64)).tolist()
-        s = ",".join(f"{x:.6g}" for x in vals)
-        return s if len(vals) == 1 else f"[{s}]"
-
     lines = [f"{'parameter':<28} {'estimate':>14} {'std error':>12}  95 % interval"]
     for p in res.params:
         lo, hi = res.ci95[p]

@@ -63,7 +63,7 @@ def _range(v: str) -> tuple[float, float]:
 
 def command(args) -> int:
     from mjharness.rollout.fit import fit
-    from mjharness.rollout.fit_report import summary_lines
+    from mjharness.rollout.fit_report import fmt, summary_lines
 
     start = _pairs(args.start, "--start", float)
     bounds = _pairs(args.bounds, "--bounds", _range)
@@ -75,7 +75,7 @@ def command(args) -> int:
     def show(rec):
         i = rec["iteration"]
         if i == 1 or i % max(1, args.every) == 0:
-            parts = [f"{p}={_fmt(v)}" for p, v in rec["estimates"].items()]
+            parts = [f"{p}={fmt(v)}" for p, v in rec["estimates"].items()]
             print(f"iter {i:4d}  cost {rec['cost']:.4e}  " + "  ".join(parts), flush=True)
 
     files = args.file[0] if len(args.file) == 1 else args.file
@@ -89,11 +89,3 @@ def command(args) -> int:
         print(line)
     print(f"-> {out}" + (f", report in {args.report}" if args.report else ""))
     return 0
-
-
-def _fmt(v):
-    import numpy as np
-
-    vals = np.ravel(np.asarray(v, np.float64)).tolist()
-    s = ",".join(f"{x:.6g}" for x in vals)
-    return s if len(vals) == 1 else f"[{s}]"
