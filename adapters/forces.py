@@ -1,12 +1,13 @@
 """Force providers of an ``MjScene`` (``MjScene.add_force``; guide: docs/forces.md).
 
-A provider ``fn(t, x, data)`` returns world-frame wrenches ``[force (3), torque (3)]`` per body, applied at the
-body's centre of mass exactly as MuJoCo's ``xfrc_applied`` (the torque about ``xipos``), or ``{"qfrc": (nv,)}``
-generalized forces as ``qfrc_applied``, or both (``{"xfrc": ..., "qfrc": ...}``). Providers are evaluated at every
-stage of every integrator, on the stage's own positions and velocities: after MuJoCo's position and velocity stages
-(kinematics, centres of mass, ``cvel``) and before actuation and the acceleration, so their sum adds to the
-scene's own applied forces and to the actuators' (the controls) in the smooth acceleration and the constraint
-solve. Adaptive error control and RK4's order therefore see them like any other force.
+A provider ``fn(t, x, data)`` (``fn(t, x, data, params)`` when added with ``params=``) returns world-frame wrenches
+``[force (3), torque (3)]`` per body, applied at the body's centre of mass exactly as MuJoCo's ``xfrc_applied`` (the
+torque about ``xipos``), or ``{"qfrc": (nv,)}`` generalized forces as ``qfrc_applied``, or both (``{"xfrc": ...,
+"qfrc": ...}``). Providers are evaluated at every stage of every integrator, on the stage's own positions and
+velocities: after MuJoCo's position and velocity stages (kinematics, centres of mass, ``cvel``) and before actuation
+and the acceleration, so their sum adds to the scene's own applied forces and to the actuators' (the controls) in the
+smooth acceleration and the constraint solve. Adaptive error control and RK4's order therefore see them like any other
+force.
 
 - MJX: ``fn`` is a JAX function of one world traced into the compiled step (``t`` (), ``x`` (n,), ``data`` the
   ``mjx.Data`` after ``forward_to_velocity``), returning ``(nbody, 6)`` / ``(nv,)``.
@@ -19,6 +20,13 @@ A provider is called once when added (on one world of the scene's default state)
 refused there, naming the provider; the scene's layout must still be open (as for noise): a compiled run never
 misses a provider. Its closure's values are constants of a compiled MJX step: a scene's compiled chunks are reused
 for the same scene object only (``MjScene.trace_key`` is None with providers).
+
+Per-world parameters: ``add_force(fn, name, params={"CD": 0.47, "wind": [0, 0, 0]})`` gives ``fn`` a fourth argument,
+a dict of each parameter's value in the world(s) evaluated: on MJX one world's values (the nominal shape), on MuJoCo C
+the batch's ((B, *shape)). A run sets them per world as it sets model fields, under the names
+``"force:<provider>.<param>"`` (``PARAM_PREFIX``): ``model_params={"force:drag.CD": (B,)}`` and
+``randomize={"force:drag.CD": "*uniform(0.9, 1.1)", "force:drag.wind[1]": "normal(0, 3)"}``; the file records them
+with the other per-world fields (``/model_params/force:drag.CD``).
 """
 
 from __future__ import annotations
@@ -33,17 +41,67 @@ from mujoco import mjx
 
 from mjharness.integrators import StateError
 
-from .backends.providers import ForceError, summed
+from .backends.providers import PARAM_PREFIX, ForceError, is_force_param, summed
 
-__all__ = ["ForceProvider", "ForceError", "add_force", "scene_forces", "mjx_forward", "mjx_wrench", "mjx_check"]
+__all__ = ["ForceProvider", "ForceError", "add_force", "scene_forces", "mjx_forward", "mjx_wrench", "mjx_check",
+           "PARAM_PREFIX", "is_force_param", "force_params", "force_param"]
 
 
 @dataclass(frozen=True, eq=False)
 class ForceProvider:
-    """One provider of a scene: its function and its name (errors and the docs name it)."""
+    """One provider of a scene: its function, its name (errors and the docs name it) and its nominal parameters
+    (``{name: float64 array}``, or None for a provider ``fn(t, x, data)`` without them)."""
 
     fn: Callable
     name: str
+    params: dict | None = None
+
+    def call(self, t, x, data, values: dict | None = None):
+        """``fn(t, x, data[, params])`` with the parameters ``values`` (per world), the nominal ones where absent."""
+        if self.params is None:
+            return self.fn(t, x, data)
+        return self.fn(t, x, data, {k: (values or {}).get(k, v) for k, v in self.params.items()})
+
+    def field(self, param: str) -> str:
+        """The per-world field name of parameter ``param`` (``"force:drag.CD"``)."""
+        return f"{PARAM_PREFIX}{self.name}.{param}"
+
+
+def force_params(scene) -> dict:
+    """{``"force:<provider>.<param>"``: nominal value (float64 array)} of every provider parameter of ``scene``."""
+    return {p.field(k): v for p in scene_forces(scene) for k, v in (p.params or {}).items()}
+
+
+def force_param(scene, field: str, what: str = "model_params") -> np.ndarray:
+    """The nominal value of per-world field ``"force:<provider>.<param>"``, or ``ForceError`` naming what exists."""
+    known = force_params(scene)
+    if field not in known:
+        have = sorted(known) or "none (add_force(fn, name, params={...}) declares them)"
+        raise ForceError(f"{what}: {field!r} is not a force provider parameter of the scene; its parameters: {have}")
+    return known[field]
+
+
+def _params(name: str, params) -> dict | None:
+    """``params`` as {name: float64 array}: finite numbers (scalars or arrays), identifiers as names."""
+    if params is None:
+        return None
+    if not isinstance(params, dict):
+        raise ForceError(f"add_force({name!r}): params must be a dict {{name: value}}, got {type(params).__name__}")
+    out = {}
+    for k, v in params.items():
+        if not isinstance(k, str) or not k.isidentifier():
+            raise ForceError(f"add_force({name!r}): parameter names must be identifiers (they key per-world fields "
+                             f"'force:{name}.<param>'), got {k!r}")
+        try:
+            a = np.array(v, np.float64)
+        except (TypeError, ValueError):
+            raise ForceError(f"add_force({name!r}): parameter {k!r} must be a number or an array of numbers, "
+                             f"got {v!r}") from None
+        if not np.all(np.isfinite(a)):
+            raise ForceError(f"add_force({name!r}): parameter {k!r} must be finite, got {v!r}")
+        a.flags.writeable = False
+        out[k] = a
+    return out
 
 
 def scene_forces(scene) -> tuple[ForceProvider, ...]:
@@ -63,17 +121,21 @@ def _name(fn, name, taken: set) -> str:
     return next(n for n in (base, *(f"{base}{i}" for i in range(1, len(taken) + 2))) if n not in taken)
 
 
-def add_force(scene, fn, name: str | None = None) -> ForceProvider:
-    """Add provider ``fn`` to ``scene`` (see module docstring); returns its record."""
+def add_force(scene, fn, name: str | None = None, params: dict | None = None) -> ForceProvider:
+    """Add provider ``fn`` to ``scene`` (see module docstring); returns its record. ``params``: the provider's
+    nominal parameters ``{name: number or array}``, handed to ``fn(t, x, data, params)`` per world."""
     if not callable(fn):
         raise ForceError(f"add_force: fn must be callable fn(t, x, data), got {fn!r}")
     old = scene_forces(scene)
     name = _name(fn, name, {p.name for p in old})
+    if "." in name or PARAM_PREFIX in name:  # the provider's name is part of its parameters' field names
+        raise ForceError(f"add_force: name {name!r} may not contain '.' or {PARAM_PREFIX!r}")
+    nominal = _params(name, params)
     if scene.registry.finalized:
         raise StateError(f"add_force({name!r}): the scene's layout is already finalized (scene.layout was used); "
                          "add force providers before the first use of the layout")
     scene.backend_impl.require("force_providers", f"add_force({name!r})")
-    provider = ForceProvider(fn, name)
+    provider = ForceProvider(fn, name, nominal)
     scene._forces = old + (provider,)
     try:
         scene.backend_impl.check_forces(scene)
@@ -84,9 +146,12 @@ def add_force(scene, fn, name: str | None = None) -> ForceProvider:
 
 
 def _sums(scene, t, x, d) -> dict:
-    """{"xfrc": (nbody, 6), "qfrc": (nv,)} summed over the providers at data ``d`` (one world, traced)."""
+    """{"xfrc": (nbody, 6), "qfrc": (nv,)} summed over the providers at data ``d`` (one world, traced), each with the
+    world's parameters (``MjScene.with_params`` keeps them in ``_force_values``; the nominal ones otherwise)."""
     m = scene.model
-    results = [(p.name, p.fn(t, x, d)) for p in scene_forces(scene)]
+    values = scene.__dict__.get("_force_values") or {}
+    results = [(p.name, p.call(t, x, d, {k: values[p.field(k)] for k in (p.params or {}) if p.field(k) in values}))
+               for p in scene_forces(scene)]
     return summed(results, (), m.nbody, m.nv)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
@@ -220,8 +221,14 @@ class Backend:
         raise NotImplementedError
 
     def with_params(self, scene: Any, params: dict) -> Any:
-        """``scene`` evaluating one world's model fields ``{path: value}`` (default: the MJX model with them)."""
-        return scene.with_model(scene.mjx_model.tree_replace(params))
+        """``scene`` evaluating one world's model fields ``{path: value}`` (default: the MJX model with them); force
+        provider parameters (``"force:<provider>.<param>"``) are kept on the copy for the traced providers."""
+        from .host_batch import is_force_param
+
+        fields = {k: v for k, v in params.items() if not is_force_param(k)}
+        twin = scene.with_model(scene.mjx_model.tree_replace(fields)) if fields else copy.copy(scene)
+        twin._force_values = {k: v for k, v in params.items() if is_force_param(k)}
+        return twin
 
     def euler(self, scene: Any, t: ArrayLike, x: ArrayLike, h: ArrayLike, ctrl: ArrayLike | None,
               carry: dict | None) -> tuple[Any, Array]:

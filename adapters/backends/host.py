@@ -251,9 +251,9 @@ class WorldFields:
 
 def _field_writes(models, layout: tuple) -> list:
     """[(slice of the flat row, write)] setting every field of ``layout`` ((path, size), ...) on each of ``models``."""
-    bounds = np.cumsum([0] + [size for _, size in layout])
-    return [(slice(lo, hi), _field_writer(m, path)) for (path, _), lo, hi in zip(layout, bounds[:-1], bounds[1:])
-            for m in models]
+    from .host_batch import model_slices  # force provider parameters are not model fields: HostForces reads them
+
+    return [(sl, _field_writer(m, path)) for path, sl in model_slices(layout) for m in models]
 
 
 def make_field_evaluator(pool: HostPool, mode: str, force: np.ndarray | None, layout: tuple, forces=None):

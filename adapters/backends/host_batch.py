@@ -33,7 +33,24 @@ _INPUTS = ("time", "qpos", "qvel", "act", "qacc_warmstart", "ctrl")
 # Batch.forward checks qpos/qvel/qacc as mj_step does and resets a world whose values are bad (NaN or beyond
 # 1e10); a stage evaluation must see the state as given, so such worlds go through the per-world loop.
 _RESETS = [int(getattr(mujoco.mjtWarning, w)) for w in ("mjWARN_BADQPOS", "mjWARN_BADQVEL", "mjWARN_BADQACC")]
+PARAM_PREFIX = "force:"  # per-world fields that are force provider parameters (providers.py), not MjModel fields
 _KEEP = 4  # batch sizes kept (one per distinct callback batch: the chunk's, a single world's, ...)
+
+
+def is_force_param(name: str) -> bool:
+    """Whether per-world field ``name`` is a force provider parameter (``"force:drag.CD"``), not a model field."""
+    return name.startswith(PARAM_PREFIX)
+
+
+def field_slices(layout: tuple | None) -> list[tuple[str, slice]]:
+    """[(name, slice of the flat per-world row)] of every field of ``layout`` ((name, size), ...)."""
+    bounds = np.cumsum([0] + [size for _, size in layout or ()])
+    return [(name, slice(int(lo), int(hi))) for (name, _), lo, hi in zip(layout or (), bounds[:-1], bounds[1:])]
+
+
+def model_slices(layout: tuple | None) -> list[tuple[str, slice]]:
+    """``field_slices`` of the MjModel fields only (force provider parameters left out)."""
+    return [(name, sl) for name, sl in field_slices(layout) if not is_force_param(name)]
 
 
 class SolveM:
@@ -113,8 +130,7 @@ class BatchForward:
         self.pool, self.layout = pool, layout
         self.force, self.forces = force, forces
         self.solve = None if force is None else SolveM(pool.model, force)
-        bounds = np.cumsum([0] + [size for _, size in layout or ()])
-        self.slices = [(name, slice(lo, hi)) for (name, _), lo, hi in zip(layout or (), bounds[:-1], bounds[1:])]
+        self.slices = model_slices(layout)  # force provider parameters: HostForces reads them
         m = pool.model
         self.row0 = np.empty(mujoco.mj_stateSize(m, FULL))
         mujoco.mj_getState(m, pool.datas[0], self.row0, FULL)  # applied forces, mocap, userdata as the pool's
@@ -174,7 +190,7 @@ def batched(pool, mode: str, force, layout: tuple | None = None) -> bool:
     None) need nothing but mj_forward (and ``SolveM`` for the force columns), with fields a Batch holds per
     simulation. (A world's own damping may be nonzero: with fields, Euler takes mj_Euler's per-world solve.)"""
     if layout is not None:
-        return mode == "forward" and all(name in MODEL_FIELDS for name, _ in layout)
+        return mode == "forward" and all(name in MODEL_FIELDS for name, _ in model_slices(layout))
     return mode == "forward" or (force is None and mode == "euler" and not pool._damped)
 
 

@@ -7,6 +7,10 @@ and adds them in the order they were added. On MuJoCo C the providers are NumPy 
 ``HostForces`` runs ``Batch.forward`` up to the velocity stage (kinematics, centres of mass, ``cvel``) on the stage's
 inputs, hands every provider a read-only view of that batch (``HostView``) and returns the sums, which the stage's
 evaluation then writes into ``xfrc_applied`` / ``qfrc_applied`` before its own ``mj_forward``.
+
+Per-world provider parameters travel with the per-world model fields, in the same flat row per world, under the
+names ``"force:<provider>.<param>"`` (``PARAM_PREFIX``): the model-field writers skip them (``model_slices``) and
+``HostForces`` hands each provider its own as (B, *shape) arrays.
 """
 
 from __future__ import annotations
@@ -21,7 +25,9 @@ from mujoco.batch import MODEL_FIELDS
 from mjharness.integrators.errors import UserError
 
 from .base import BackendError
-from .host_batch import kept_batch
+from .host_batch import PARAM_PREFIX, field_slices, is_force_param, kept_batch, model_slices
+
+__all__ = ["PARAM_PREFIX", "is_force_param", "ForceError", "HostForces", "HostView", "forces_caller", "summed", "parts"]
 
 # What a provider reads on MuJoCo C: the stage's inputs and what mj_fwdPosition / mj_fwdVelocity compute.
 STATE_FIELDS = ("time", "qpos", "qvel", "act", "ctrl")
@@ -118,13 +124,16 @@ class HostForces:
     (zeros for a kind no provider gives), with each world's model fields ``p`` of ``layout`` in the Batch."""
 
     def __init__(self, pool, providers: tuple, layout: tuple | None = None):
-        bad = [name for name, _ in layout or () if name not in MODEL_FIELDS]
+        bad = [name for name, _ in layout or () if name not in MODEL_FIELDS and not is_force_param(name)]
         if bad:
             raise BackendError(f"force provider {providers[0].name!r} on backend='mujoco' reads the kinematics of "
                                f"a Batch, which cannot hold the per-world model fields {bad}; use backend='mjx'")
         self.pool, self.providers, self.layout = pool, providers, layout
-        bounds = np.cumsum([0] + [size for _, size in layout or ()])
-        self.slices = [(name, slice(lo, hi)) for (name, _), lo, hi in zip(layout or (), bounds[:-1], bounds[1:])]
+        self.slices = model_slices(layout)
+        # each provider's parameters in the flat row: [(param, slice, per-world shape)]
+        where = dict(field_slices(layout))
+        self.params = [[(k, where[pr.field(k)], v.shape) for k, v in (pr.params or {}).items() if pr.field(k) in where]
+                       for pr in providers]
         m = pool.model
         self.row0 = np.empty(mujoco.mj_stateSize(m, mujoco.mjtState.mjSTATE_INTEGRATION))
         mujoco.mj_getState(m, pool.datas[0], self.row0, mujoco.mjtState.mjSTATE_INTEGRATION)
@@ -146,11 +155,25 @@ class HostForces:
         with self.lock:
             stage = _VelocityStage(self, n, inputs, p)
             view = HostView(inputs, stage)
-            total = summed([(pr.name, pr.fn(inputs["time"], x, view)) for pr in self.providers], (n,), m.nbody, nv)
+            total = summed([(pr.name, pr.call(inputs["time"], x, view, self._values(i, n, p)))
+                            for i, pr in enumerate(self.providers)], (n,), m.nbody, nv)
         xfrc = np.array(total.get("xfrc", np.zeros((n, m.nbody, 6))), np.float64)
         qfrc = np.array(total.get("qfrc", np.zeros((n, nv))), np.float64)
         xfrc[stage.reset], qfrc[stage.reset] = np.nan, np.nan
         return xfrc, qfrc
+
+
+    def _values(self, i: int, n: int, p) -> dict:
+        """Provider ``i``'s parameters of the batch: per world from the flat rows ``p`` (n, P) where the run sets
+        them, else the nominal value repeated, each (n, *shape) and read-only."""
+        pr = self.providers[i]
+        if pr.params is None:
+            return {}
+        out = {k: np.broadcast_to(v, (n,) + v.shape) for k, v in pr.params.items()}
+        if self.params[i]:
+            rows = np.asarray(p, np.float64).reshape(n, -1)
+            out.update({k: _read_only(rows[:, sl].reshape((n,) + shape)) for k, sl, shape in self.params[i]})
+        return out
 
 
 def forces_caller(pool, providers: tuple, layout: tuple | None = None) -> HostForces | None:

@@ -106,10 +106,18 @@ def check_model_params(scene, params, B: int, *, shared: bool = False) -> dict:
     if owner is None:
         scene.backend_impl.require("per_world_params",
                                    f"model_params {sorted(params)} (MJX model fields set per world)")
-    out = {}
+    from .force_params import check_force_params, is_force_key
+
+    forces = {k: v for k, v in params.items() if is_force_key(k)}
+    out = check_force_params(scene, forces, B) if forces and owner is None and not shared else {}
     for name, v in params.items():
         if not isinstance(name, str):
             raise RolloutError(f"model_params keys are MJX field paths like 'body_mass' or 'opt.gravity', got {name!r}")
+        if name in out:
+            continue
+        if is_force_key(name):
+            raise RolloutError(f"model_params[{name!r}]: force provider parameters are set per world by rollout() "
+                               f"on an MjScene" + (" (not through simulate())" if shared else ""))
         member, path = scene, name
         if owner is not None:
             from mjharness.adapters.system_types import SystemSpecError

@@ -25,6 +25,7 @@ from .. import h5
 from . import episodes as _ep
 from . import interrupts
 from .chunk import ChunkInput, ChunkOutput, ChunkStatic, StepConstants, WorldState, compiled_chunk, shardings
+from .force_params import field_of_key, is_force_key
 from .plan import Plan
 from .results import RolloutResult
 
@@ -117,7 +118,8 @@ def _param_attrs(plan: Plan) -> dict:
     rand = plan.params.randomize or {}
     out: dict[str, dict] = {}
     for key, dist in rand.items():
-        out.setdefault(key.partition(":")[0].partition("[")[0], {}).setdefault("randomize", {})[key] = dist
+        field = field_of_key(key) if is_force_key(key) else key.partition(":")[0].partition("[")[0]
+        out.setdefault(field, {}).setdefault("randomize", {})[key] = dist
     return {name: a for name, a in out.items() if name in plan.params.fields}
 
 

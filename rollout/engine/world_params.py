@@ -9,6 +9,7 @@ import json
 import numpy as np
 
 from ..errors import RolloutError
+from .force_params import draw_force_params, is_force_key
 from .inputs import backend_model
 from .params import field_value, has_field
 from .randomize import randomized_params
@@ -54,7 +55,16 @@ def draw_params(scene, randomize: dict, seed: int, world_offset: int, B: int, ex
     if view.model is None or not isinstance(scene, PerWorldModel):
         raise RolloutError(f"randomize needs an MjScene (a MuJoCo model evaluated per world) or a System of them; "
                            f"got {type(scene).__name__}")
-    return member_draws(scene, randomize, explicit, "")
+    # force provider parameters ("force:<provider>.<param>", engine/force_params.py) beside the model fields
+    forces = {k: v for k, v in randomize.items() if is_force_key(k)}
+    fixed = {k: v for k, v in explicit.items() if is_force_key(k)}
+    keys = {k: v for k, v in randomize.items() if not is_force_key(k)}
+    mine = {k: v for k, v in explicit.items() if not is_force_key(k)}
+    out = member_draws(scene, keys, mine, "") if keys or mine else {}
+    if forces:
+        scene.backend_impl.require("per_world_params", f"randomize {sorted(forces)} (force parameters per world)")
+    out.update(draw_force_params(scene, forces, seed, worlds, fixed) if forces else fixed)
+    return out
 
 
 def check_resumed_randomize(asked, in_file, resume):
