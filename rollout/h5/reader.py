@@ -334,6 +334,14 @@ class RolloutFile:
                             x=self.read("x", np.s_[: self.samples, w]), record_every=int(a["record_every"]),
                             steps=int(a["steps"]), complete=self.complete)
 
+    def episode_start(self, world: int, episode: int, *, init=None) -> dict:
+        """Where ``episode`` of ``world`` starts: ``{"step", "t", "x" (n,), "carry" {name: array}, "missing"}``
+        (``rollout.replay.episode_start``): episode 0 from ``/x0`` and ``/carry0``, a reset episode from what the
+        engine restarts the world with (``reset_to``, the cold warm start, ``init(x, world)``)."""
+        from ..replay import episode_start  # on use: the replay runs the engine, which h5 does not import
+
+        return episode_start(self, world, episode, init=init)
+
     # -- the model ----------------------------------------------------------------------------------
 
     @property

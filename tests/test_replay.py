@@ -1,0 +1,119 @@
+"""Replaying one episode of a rollout file (rollout/replay.py): where it starts and its states simulated again.
+
+Closed loops with resets on MuJoCo C (the bundled ``arm`` with examples/arm_reach.py's controller, a thrown box
+on a plane) are recorded to files; ``episode_start`` is held to what the file itself observes of an episode's
+start (a controller state that keeps the state and time its episode began from), and ``replay`` of random
+episodes to the file's states bit for bit.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from mjharness.examples import arm_reach
+from mjharness.rollout import Controller, open_rollout, rollout
+from mjharness.rollout.replay import ReplayError
+
+STEPS, B = 400, 8
+DT = 0.002  # the arm's timestep
+
+
+def init(x0, world):
+    """arm_reach's controller state, and the state and time (NaN until the first call) the episode began from:
+    the file then observes every episode's start in its carry."""
+    return {**arm_reach.init(x0, world), "start": x0, "t_start": jnp.full((), jnp.nan, x0.dtype)}
+
+
+def step(t, x, c):
+    u, pid = arm_reach.step(t, x, {"integral": c["integral"], "target": c["target"]})
+    t_start = jnp.where(jnp.isnan(c["t_start"]), t, c["t_start"])
+    return u, {**pid, "start": c["start"], "t_start": t_start}
+
+
+def phase_end(t, x, world):
+    """Ends an episode every 0.15 s, at a phase that differs per world (episodes of 70-80 steps)."""
+    return jnp.mod(t + 0.017 * world, 0.15) < 0.5 * DT
+
+
+def _arm_run(path, reset_to, **kw):
+    x0 = np.zeros((B, 9))
+    x0[:, 4:8] = np.random.default_rng(3).normal(0.0, 0.2, (B, 4))  # joint velocities
+    rollout("arm", None, x0=x0, steps=STEPS, ctrl=Controller(init, step), terminate=phase_end,
+            on_terminate="reset", reset_to=reset_to, perturb=0.2, seed=11, backend="mujoco", out=str(path),
+            progress=False, keep=False, **kw)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def arm_files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("replay")
+    return {"x0": _arm_run(d / "x0.h5", "x0"), "draw": _arm_run(d / "draw.h5", "draw")}
+
+
+@pytest.mark.parametrize("reset_to", ["x0", "draw"])
+def test_episode_start_is_what_the_file_observes(arm_files, reset_to):
+    """The state and time each episode started from, as its controller state recorded them after its first step
+    (``start``, ``t_start``), and the carry after that step where the step leaves it unchanged."""
+    with open_rollout(arm_files[reset_to]) as f:
+        starts = f.carry_entry("controller['start']")
+        t_starts = f.carry_entry("controller['t_start']")
+        episodes = f.episode_table()
+        assert max(r["episode"] for r in episodes) >= 3  # several resets per world
+        checked = 0
+        for r in episodes:
+            w, e, k = r["world"], r["episode"], r["start_step"]
+            s = f.episode_start(w, e)
+            assert s["step"] == k and s["missing"] == {}
+            np.testing.assert_array_equal(s["x"], starts[k, w])   # the sample after its first step (record_every=1)
+            assert s["t"] == t_starts[k, w]
+            assert s["carry"]["controller['start']"].tobytes() == s["x"].tobytes()
+            target = f.carry_entry("controller['target']")[k, w]
+            np.testing.assert_array_equal(s["carry"]["controller['target']"], target)
+            assert (s["carry"]["episode"], s["carry"]["episode_start"], s["carry"]["terminated"]) == (e, k, 0)
+            if e == 0:
+                np.testing.assert_array_equal(s["x"], f.x0[w])
+            elif reset_to == "x0":
+                np.testing.assert_array_equal(s["x"], f.x0[w])
+                np.testing.assert_array_equal(s["carry"]["qacc_warmstart"], np.zeros(4))
+            checked += 1
+        assert checked == len(episodes) > 2 * B
+        if reset_to == "draw":  # fresh draws: differ from x0 and from each other
+            x1, x2 = f.episode_start(0, 1)["x"], f.episode_start(0, 2)["x"]
+            assert not np.array_equal(x1, f.x0[0]) and not np.array_equal(x1, x2)
+
+
+def test_episode_start_refuses_what_the_file_does_not_have(arm_files):
+    with open_rollout(arm_files["x0"]) as f:
+        n = len(f.episodes(3))
+        with pytest.raises(ReplayError, match=f"world 3 has no episode {n}"):
+            f.episode_start(3, n)
+        with pytest.raises(ReplayError, match=f"world {B} is not one of the file's {B} worlds"):
+            f.episode_start(B, 0)
+        with pytest.raises(ReplayError, match="episode must be an int"):
+            f.episode_start(0, 1.0)
+
+
+def test_episode_start_without_termination_rule(tmp_path):
+    """A run without a termination rule has one episode per world: episode 0, from /x0 and /carry0."""
+    p = str(tmp_path / "open.h5")
+    rollout("arm", None, batch=2, steps=10, backend="mujoco", out=p, progress=False, keep=False)
+    with open_rollout(p) as f:
+        s = f.episode_start(1, 0)
+        np.testing.assert_array_equal(s["x"], f.x0[1])
+        assert s["step"] == 0 and s["t"] == 0.0 and set(s["carry"]) == {"qacc_warmstart"}
+        with pytest.raises(ReplayError, match="world 1 has no episode 1 .*no termination rule"):
+            f.episode_start(1, 1)
+
+
+def test_episode_between_two_samples_is_refused(tmp_path):
+    """An episode that starts and ends between two samples leaves no start step in the file."""
+    p = str(tmp_path / "short.h5")
+    rollout("arm", None, batch=1, steps=40, record_every=10, terminate=lambda t, x: jnp.mod(t, 0.008) < 0.001,
+            on_terminate="reset", backend="mujoco", out=p, progress=False, keep=False)
+    with open_rollout(p) as f:
+        hidden = [r for r in f.episode_table() if r["start_step"] < 0]
+        assert hidden
+        with pytest.raises(ReplayError, match=f"episode {hidden[0]['episode']} of world 0 began and ended between"):
+            f.episode_start(0, hidden[0]["episode"])
