@@ -442,6 +442,15 @@ class MjScene:
         as ``"force:<name>.<param>"``. See ``adapters/forces.py``, docs/forces.md."""
         return _forces.add_force(self, fn, name, params)
 
+    def set_flight(self, joint: str | None = None, planet: Any = None, atmosphere: Any = None) -> Any:
+        """Declare the flight frame (world = ECI): the free joint of the flying body, the ``environment.Planet``
+        (default WGS-84) and the atmosphere (default US 1976 in still air), so that the flight outputs
+        ``geodetic``, ``ned_velocity``, ``euler_ned``, ``body_rates``, ``airspeed``, ``mach`` and ``qbar`` can be
+        recorded. See ``adapters/flight_outputs.py``, docs/environment.md."""
+        from . import flight_outputs
+
+        return flight_outputs.set_flight(self, joint, planet or flight_outputs.WGS84, atmosphere)
+
     @property
     def force_providers(self) -> tuple[_forces.ForceProvider, ...]:
         return _forces.scene_forces(self)

@@ -3,7 +3,9 @@
 An output is named like the MuJoCo ``mjData`` field it records (``xpos``, ``site_xpos``,
 ``cfrc_ext``, ...), or ``sensordata`` (every sensor), ``sensor:<name>`` (one MJCF sensor),
 ``energy``, ``contact_force``, ``contacts`` (every contact of a world in K slots, ``contacts:K``; see
-``adapters/contacts.py``) and ``applied_wrench`` (the force providers' wrench sums, ``adapters/forces.py``);
+``adapters/contacts.py``), ``applied_wrench`` (the force providers' wrench sums, ``adapters/forces.py``) and the
+flight outputs ``geodetic``, ``ned_velocity``, ``euler_ned``, ... of a scene with a flight frame
+(``adapters/flight_outputs.py``: functions of (t, x), computed in JAX on every backend);
 or it is a user function ``fn(scene, t, x, data) -> array`` (or a ``(name, fn)`` pair) of the MJX data after the
 forward pass (diffrax's ``SaveAt(fn=...)`` idea).
 
@@ -35,6 +37,9 @@ import numpy as np
 from mjharness.integrators.names import OutputSemantics
 
 from .backends.host import WRENCH
+from .flight_outputs import FIELD as FLIGHT
+from .flight_outputs import OUTPUTS as FLIGHT_OUTPUTS
+from .flight_outputs import evaluate_flight, parse_flight
 from .forces import mjx_wrench
 from .output_eval import (  # noqa: E402 - the evaluators of each kind
     OutputError,
@@ -257,7 +262,8 @@ def parse_outputs(m: mujoco.MjModel, outputs, scene=None) -> tuple[OutputSpec, .
     specs: list[OutputSpec] = []
     seen: set[str] = set()
     for item in outputs:
-        spec = _callable_spec(item, scene) if _is_callable_output(item) else _parse_name(m, item)
+        spec = (_callable_spec(item, scene) if _is_callable_output(item)
+                else parse_flight(scene, item) or _parse_name(m, item))
         for s in spec if isinstance(spec, tuple) else (spec,):  # one name may record several datasets
             if s.name in seen or (s.field == "contacts" and any(o.field == "contacts" for o in specs)):
                 raise OutputError(f"output {s.name!r} is asked twice")
@@ -274,7 +280,8 @@ def _parse_name(m: mujoco.MjModel, name) -> OutputSpec | tuple:
         if spec is not None:
             return spec
     raise OutputError(f"unknown output {name!r}: use 'sensordata', 'sensor:<name>', 'energy', 'contact_force', "
-                      f"'contacts' ('contacts:K'), 'applied_wrench', "
+                      f"'contacts' ('contacts:K'), 'applied_wrench', the flight outputs (scene.set_flight) "
+                      f"{sorted(FLIGHT_OUTPUTS)}, "
                       f"a function fn(scene, t, x, data), or one of the MuJoCo fields {sorted(FIELDS)}")
 
 
@@ -318,7 +325,12 @@ def evaluate_outputs(scene, specs, t, x, ctrl=None, carry=None) -> dict:
     """Outputs of one world at (t, x) with ``ctrl`` and the solver warm start in ``carry`` (pure), by the
     scene's backend (MJX data, or MuJoCo C on the host)."""
     ws = None if not carry else carry.get("qacc_warmstart")
-    return scene.backend_impl.outputs(scene, specs, t, x, ctrl, ws)
+    # flight outputs are functions of (t, x) alone: JAX on every backend (adapters/flight_outputs.py)
+    flight = [s for s in specs if s.field == FLIGHT]
+    rest = tuple(s for s in specs if s.field != FLIGHT)
+    got = {**(scene.backend_impl.outputs(scene, rest, t, x, ctrl, ws) if rest else {}),
+           **evaluate_flight(scene, flight, t, x)}
+    return {s.name: got[s.name] for s in specs}
 
 
 def mjx_outputs(scene, specs, t, x, ctrl, ws) -> dict:
@@ -351,7 +363,8 @@ def output_attrs(s: OutputSpec, semantics: OutputSemantics) -> dict:
     """The HDF5 attributes of ``/outputs/<name>``."""
     a: dict[str, Any]
     a = dict(semantics=OutputSemantics(semantics).value, units=s.units, frame=s.frame, mujoco_field=s.field,
-             cost="one forward evaluation per recorded row and world (mjx.forward, or mj_forward on MuJoCo C)",
+             cost="computed in JAX from the recorded time and state" if s.field == FLIGHT else
+             "one forward evaluation per recorded row and world (mjx.forward, or mj_forward on MuJoCo C)",
              stage="post-step (recorded state)" if semantics == OutputSemantics.LIVE
              else "pre-step (state before the last step)")
     if s.index:
@@ -398,6 +411,9 @@ KINDS = (
     OutputKind("contacts_ncon", lambda m, name: None, _mjx_contact_counts, _host_contact_counts,
                flags=lambda s, v: np.asarray(v)[..., 2] != 0),
     OutputKind(WRENCH, _parse_applied_wrench, lambda scene, t, x, d, s: mjx_wrench(scene, t, x, d), _host_wrench),
+    # flight outputs: parsed with the scene (parse_flight) and computed from (t, x) by evaluate_outputs
+    OutputKind(FLIGHT, lambda m, name: None, lambda scene, t, x, d, s: evaluate_flight(scene, (s,), t, x)[s.name],
+               _no_host),
     FIELD_KIND,
     OutputKind("callable", lambda m, name: None, lambda scene, t, x, d, s: s.fn(scene, t, x, d), _no_host),
 )

@@ -116,6 +116,7 @@ def why_not(scene, st: ChunkStatic, run: ChunkRun) -> str:
         (tuple(name for name, _ in st.carry if name not in loop_names) != ("qacc_warmstart",),
          f"the carry is {st.carry}"),
         (any(o.fn is not None for o in st.outputs), "an output function"),
+        (any(o.field == "flight" for o in st.outputs), "flight outputs are computed in JAX from each recorded state"),
     )
     why = next((text for bad, text in reasons if bad), "")
     return why or _model_reason(scene.model)

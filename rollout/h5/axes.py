@@ -103,7 +103,9 @@ def _create_outputs(f: h5py.File, spec: FileSpec, T: int, B: int, model) -> None
                 ds.attrs[k] = f"outputs/_{key}_{k}"
             else:
                 ds.attrs[k] = v
-        ds.attrs["long_name"] = f"recorded output {name} (MuJoCo {attrs.get('mujoco_field', 'user function')})"
+        # an output kind may name its own (flight outputs); else the MuJoCo field it reads
+        ds.attrs["long_name"] = attrs.get("long_name") or (f"recorded output {name} (MuJoCo "
+                                                           f"{attrs.get('mujoco_field', 'user function')})")
         ds.attrs.setdefault("units", "unknown")
         ds.dims[0].attach_scale(time)
         ds.dims[1].attach_scale(world)
