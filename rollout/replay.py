@@ -282,3 +282,139 @@ def episode_start(f: RolloutFile, world: int, episode: int, *, init=None) -> dic
     carry.update(c)
     carry = {k: np.asarray(carry[k], np.float64).reshape(np.shape(carry0[k])) for k in carry0 if k in carry}
     return dict(step=row.start_step, t=t0 + np.float64(row.start_step) * dt, x=x, carry=carry, missing=missing)
+
+
+# -- the episode simulated again --------------------------------------------------------------------------
+
+def _sample_steps(row: EpisodeRow, R: int) -> np.ndarray:
+    """The global step after which each of the episode's samples was taken; a frozen world's samples past its
+    end hold its state after ``end_step``."""
+    steps = (row.samples.astype(np.int64) + 1) * R - 1
+    return np.minimum(steps, row.end_step) if row.end_step >= 0 else steps
+
+
+def _held_controls(f: RolloutFile, row: EpisodeRow, last: int, every: int) -> np.ndarray:
+    """The controls of steps ``start_step .. last`` (steps, nu) from ``/ctrl``: a controller runs at the episode's
+    steps ``start + i * every`` and holds its controls for ``every`` steps, so each hold is read from the first
+    sample taken within it; refused when a hold has no sample (record_every > every)."""
+    R, k = int(f.attrs["record_every"]), row.start_step
+    steps = np.arange(k, last + 1)
+    due = k + (steps - k) // every * every                    # the call whose controls step s applies
+    j = (due + R) // R - 1                                     # the first sample taken at or after that call
+    seen = (j + 1) * R - 1
+    lost = seen > np.minimum(due + every - 1, last)
+    if lost.any():
+        s = int(steps[np.argmax(lost)])
+        raise ReplayError(f"{f.path}: world {row.world} episode {row.episode}: the controls of step {s} are not in "
+                          f"the file (the controller's every={every} holds them {every} steps, samples are "
+                          f"record_every={R} steps apart): replay needs record_every <= every")
+    return np.asarray(f.read("carry", np.s_[:f.samples, row.world]))[j][:, _ctrl_slice(f)]
+
+
+def _ctrl_slice(f: RolloutFile) -> slice:
+    shape, off, size = carry_slots_of_table(f.table("layout"))[CTRL]
+    return slice(off, off + size)
+
+
+def _controls(f: RolloutFile, row: EpisodeRow, last: int) -> np.ndarray | None:
+    """The controls (steps, nu) the run applied during the episode's steps up to ``last``; None: it had none."""
+    a = f.attrs
+    kind = str(a.get("ctrl") or "none")
+    if kind.startswith("array"):
+        if "inputs/ctrl" not in f.h5:
+            raise ReplayError(f"{f.path}: the run's controls were an array this file does not hold (no "
+                              f"/inputs/ctrl): world {row.world} episode {row.episode} cannot be replayed")
+        return np.asarray(f.read("inputs/ctrl", np.s_[row.world, row.start_step:last + 1]), np.float64)
+    if kind == "controller" or kind.startswith("callable"):
+        if CTRL not in carry_slots_of_table(f.table("layout")):
+            raise ReplayError(f"{f.path}: the run's controls came from a function and the file does not record "
+                              f"them (no /ctrl): world {row.world} episode {row.episode} cannot be replayed")
+        every = _flags(a.get("controller"))["every"] if kind == "controller" else 1
+        return _held_controls(f, row, last, every)
+    return None
+
+
+def _check_replayable(f: RolloutFile, row: EpisodeRow, integ) -> None:
+    from mjharness.integrators.names import IntegratorKind
+
+    where = f"{f.path}: world {row.world} episode {row.episode}"
+    if row.end == "failed":
+        raise ReplayError(f"{where} ended 'failed' at step {row.end_step} (a non-finite state or control): its "
+                          f"last samples hold the frozen last good state, not simulated ones")
+    if not len(row.samples):
+        raise ReplayError(f"{where} has no recorded sample to replay")
+    if getattr(integ, "kind", None) == IntegratorKind.STOCHASTIC:
+        raise ReplayError(f"{where}: the integrator {integ.name!r} is stochastic: its noise is keyed by the run's "
+                          f"global step and world, which a replay of one episode does not reproduce")
+
+
+def replay(f: RolloutFile, world: int, episode: int, *, check: bool = True, integrator=None,
+           backend: str | None = None, init=None) -> dict:
+    """Simulate ``episode`` of local ``world`` again from the file alone and return its samples.
+
+    The episode runs with ``rollout()``: one world from ``episode_start`` (state, carry with the warm start),
+    for the steps up to the episode's last sample, with the controls the run applied (``/ctrl`` held as the
+    controller held them; ``/inputs/ctrl`` for array controls), the world's ``/model_params``, the file's
+    model (``/model/mjb``), integrator (``integrator=`` overrides it), timestep and backend (``backend=``
+    overrides it). Returns ``{"world", "episode", "samples", "steps", "time", "x", "ctrl"}``: the file's
+    sample indices of the episode, the global step after which each was taken, its time (as the file's
+    ``/time``), the replayed states (m, n) and the controls applied during those steps (m, nu) (None without
+    controls).
+
+    ``check``: compare with the file's samples and raise ``ReplayMismatchError`` naming the first differing
+    sample, step, state and world. Bit for bit (``np.array_equal``) when the run and the replay are both on
+    MuJoCo C (``backend="mujoco"``); otherwise within ``np.allclose(rtol=RTOL, atol=ATOL)`` (MJX and Warp compile
+    for their batch size: a batch of one is not the run's batch to the last bit). Refused (``ReplayError``,
+    naming why): a world or episode the file lacks, an episode that began between two samples, a failed
+    episode, controls the file does not hold (no ``/ctrl``, or a controller's ``every`` shorter than
+    ``record_every``), a stochastic integrator, a System run, a file without its binary model.
+    """
+    from .engine import rollout
+
+    row = episode_row(f, world, episode)
+    a = f.attrs
+    integ = integrator if integrator is not None else file_integrator(f)
+    _check_replayable(f, row, integ)
+    start = episode_start(f, world, episode, init=init)
+    R = int(a["record_every"])
+    steps_at = _sample_steps(row, R)
+    last = int(steps_at.max())
+    u = _controls(f, row, last)
+    scene = _scene(f)
+    cold = _cold_carry(f, scene, integ)
+    carry = {k: np.asarray(start["carry"][k])[None] for k in cold}
+    params = {k: np.asarray(v)[row.world:row.world + 1] for k, v in f.model_params.items()}
+    run_backend = backend or a.get("backend") or "mujoco"
+    r = rollout(scene, integ, x0=start["x"][None], carry=carry or None, ctrl=None if u is None else u[None],
+                model_params=params or None, dt=float(a["dt"]), steps=last - row.start_step + 1,
+                t0=float(start["t"]), record_every=1, seed=int(a["seed"]), backend=run_backend,
+                quaternion_update=a.get("quaternion_update") or "quaternion", progress=False)
+    at = steps_at - row.start_step
+    out = dict(world=row.world, episode=row.episode, samples=row.samples, steps=steps_at,
+               time=np.float64(a.get("t0", 0.0)) + (row.samples.astype(np.int64) + 1) * R * np.float64(a["dt"]),
+               x=np.asarray(r.x[at, 0], np.float64), ctrl=None if u is None else u[at])
+    if check:
+        exact = run_backend == "mujoco" and a.get("backend") == "mujoco"
+        compare(f, row, out, exact=exact)
+    return out
+
+
+def compare(f: RolloutFile, row: EpisodeRow, out: dict, *, exact: bool) -> None:
+    """Raise ``ReplayMismatchError`` at the first of the episode's samples whose replayed state differs from the
+    file's (bit for bit when ``exact``, else ``np.allclose(rtol=RTOL, atol=ATOL)``)."""
+    xf = np.asarray(f.read("x", np.s_[:f.samples, row.world]), np.float64)[row.samples]
+    xr = out["x"]
+    same = (xf == xr) | (np.isnan(xf) & np.isnan(xr)) if exact else np.isclose(xr, xf, rtol=RTOL, atol=ATOL)
+    if same.all():
+        return
+    i, col = (int(v) for v in np.argwhere(~same)[0])
+    name = next((nm for nm in f.layout.names if col in range(*f.layout[nm].value_slice.indices(xf.shape[1]))),
+                f"x[{col}]")
+    j, s = int(row.samples[i]), int(out["steps"][i])
+    how = "bit for bit" if exact else f"within rtol={RTOL:g}, atol={ATOL:g}"
+    raise ReplayMismatchError(
+        f"{f.path}: the replay of world {row.world} episode {row.episode} differs from the file at sample {j} "
+        f"(step {s}, t={out['time'][i]:.9g}), state {name!r} (x[{col}]): file {xf[i, col]!r}, replay "
+        f"{xr[i, col]!r} ({how}; {int((~same).any(axis=1).sum())} of the episode's {len(xr)} samples differ)",
+        world=row.world, episode=row.episode, sample=j, step=s, state=name, file_value=float(xf[i, col]),
+        replay_value=float(xr[i, col]))

@@ -32,6 +32,12 @@ def step(t, x, c):
     return u, {**pid, "start": c["start"], "t_start": t_start}
 
 
+def gentle_step(t, x, c):
+    """``step`` at a fifth of its gains: stable when its controls are held for 2 steps (the slide is light)."""
+    u, c_next = step(t, x, c)
+    return 0.2 * u, c_next
+
+
 def phase_end(t, x, world):
     """Ends an episode every 0.15 s, at a phase that differs per world (episodes of 70-80 steps)."""
     return jnp.mod(t + 0.017 * world, 0.15) < 0.5 * DT
@@ -117,3 +123,95 @@ def test_episode_between_two_samples_is_refused(tmp_path):
         assert hidden
         with pytest.raises(ReplayError, match=f"episode {hidden[0]['episode']} of world 0 began and ended between"):
             f.episode_start(0, hidden[0]["episode"])
+
+
+def _random_episodes(f, n, rng):
+    """World 0's episode 0 and ``n - 1`` random reset episodes of the file."""
+    rows = [r for r in f.episode_table() if r["episode"] > 0 and r["start_step"] >= 0 and len(r["samples"])]
+    picks = [rows[i] for i in rng.choice(len(rows), n - 1, replace=False)]
+    return [(0, 0)] + [(r["world"], r["episode"]) for r in picks]
+
+
+@pytest.mark.parametrize("reset_to", ["x0", "draw"])
+def test_replay_of_random_episodes_is_bit_for_bit(arm_files, reset_to):
+    """The issue's bar: 10 random episodes (episode 0 and reset ones) replayed on MuJoCo C equal the file's states
+    bit for bit, and their controls the file's /ctrl."""
+    with open_rollout(arm_files[reset_to]) as f:
+        picks = _random_episodes(f, 10, np.random.default_rng(5))
+        assert len(set(picks)) == 10
+        x, ctrl = f.x, f.ctrl
+        for w, e in picks:
+            out = f.replay(w, e)          # check=True compares too; compared here independently of it
+            j = out["samples"]
+            assert out["x"].tobytes() == x[j, w].tobytes()
+            assert out["ctrl"].tobytes() == ctrl[j, w].tobytes()
+            np.testing.assert_array_equal(out["time"], f.time[j])
+
+
+def test_replay_with_randomized_models_and_held_controls(tmp_path):
+    """Per-world model fields drawn by randomize are the world's in its replay; a controller every 2 steps with
+    samples every 2 steps: the held controls are recovered from /ctrl. Samples every 4: refused."""
+    def run(name, record_every):
+        p = str(tmp_path / name)
+        rollout("arm", None, batch=B, steps=240, ctrl=Controller(init, gentle_step, every=2), terminate=phase_end,
+                on_terminate="reset", reset_to="draw", perturb=0.05, seed=2, record_every=record_every,
+                randomize={"body_mass:fore": "*uniform(0.5, 1.5)", "geom_friction:hand[0]": "uniform(0.5, 1.5)"},
+                backend="mujoco", out=p, progress=False, keep=False)
+        return p
+
+    with open_rollout(run("rand.h5", 2)) as f:
+        masses = f.model_params["body_mass"]
+        assert len(np.unique(masses[:, 3])) == B  # the worlds' models differ (body 3: fore)
+        assert f.status.tolist() == [0] * B
+        for w, e in _random_episodes(f, 4, np.random.default_rng(1)):
+            out = f.replay(w, e)
+            assert out["x"].tobytes() == f.x[out["samples"], w].tobytes()
+    with open_rollout(run("sparse.h5", 4)) as f:
+        with pytest.raises(ReplayError, match=r"world 1 episode 0: the controls of step \d+ are not in the file .*"
+                                              r"every=2 .*record_every=4"):
+            f.replay(1, 0)
+
+
+def test_replay_with_contacts_and_warm_start(tmp_path):
+    """Thrown boxes land, slide and stop (contacts: the warm start carries from step to step); each stopped box
+    restarts from a fresh draw. Replayed episodes equal the file bit for bit; a cold warm start would not."""
+    def stopped(t, x):
+        return (t > 0.1) & (jnp.linalg.norm(x[7:13]) < 0.3)
+
+    x0 = np.zeros((4, 13))
+    x0[:, 2], x0[:, 3] = 0.1, 1.0
+    x0[:, 7:10] = [1.5, 0.0, 1.0]
+    p = str(tmp_path / "box.h5")
+    rollout("box_on_plane", None, steps=500, x0=x0, terminate=stopped, on_terminate="reset", reset_to="draw",
+            perturb=0.5, backend="mujoco", out=p, progress=False, keep=False)
+    with open_rollout(p) as f:
+        assert f.episode.max() >= 1
+        warm = f.carry_entry("qacc_warmstart")
+        assert np.abs(warm).max() > 0
+        picks = [(0, 0)] + [(r["world"], r["episode"]) for r in f.episode_table() if r["episode"] > 0][:3]
+        for w, e in picks:
+            out = f.replay(w, e)
+            assert out["x"].tobytes() == f.x[out["samples"], w].tobytes()
+
+
+def test_tampered_file_fails_the_check_naming_the_sample(arm_files, tmp_path):
+    import shutil
+
+    import h5py
+
+    p = str(tmp_path / "tampered.h5")
+    shutil.copy(arm_files["x0"], p)
+    with open_rollout(p) as f:
+        row = f.episodes(4)[2]
+        j = int(row["samples"][5])
+    with h5py.File(p, "r+") as h:
+        h["x"][j, 4, 6] += 1e-12   # the elbow's velocity of one sample
+    with open_rollout(p) as f:
+        from mjharness.rollout.replay import ReplayMismatchError
+
+        with pytest.raises(ReplayMismatchError, match=f"world 4 episode 2 differs from the file at sample {j} "
+                                                      r"\(step \d+, .*\), state '[^']+/qvel' \(x\[6\]\)") as err:
+            f.replay(4, 2)
+        assert (err.value.world, err.value.episode, err.value.sample) == (4, 2, j)
+        out = f.replay(4, 2, check=False)     # the replay itself is the untampered trajectory
+        assert out["x"][5, 6] != f.x[j, 4, 6]

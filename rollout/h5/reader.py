@@ -342,6 +342,17 @@ class RolloutFile:
 
         return episode_start(self, world, episode, init=init)
 
+    def replay(self, world: int, episode: int, *, check: bool = True, integrator=None, backend: str | None = None,
+               init=None) -> dict:
+        """``episode`` of ``world`` simulated again from this file alone (``rollout.replay.replay``): its start
+        state and warm start, the recorded controls, the world's model fields, the file's model and integrator.
+        Returns ``{"world", "episode", "samples", "steps", "time", "x", "ctrl"}``; ``check`` compares the states
+        with the file's samples (bit for bit on MuJoCo C) and raises ``ReplayMismatchError`` naming the first
+        differing sample, state and world."""
+        from ..replay import replay
+
+        return replay(self, world, episode, check=check, integrator=integrator, backend=backend, init=init)
+
     # -- the model ----------------------------------------------------------------------------------
 
     @property
