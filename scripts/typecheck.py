@@ -27,13 +27,14 @@ PACKAGE = "mjharness"
 
 
 def package_dirs(pyproject: Path) -> dict[str, str]:
-    """The mjharness.<sub> -> folder mapping of pyproject's [tool.setuptools] package-dir ({"scenes": "scenes"})."""
+    """The mjharness.<sub> -> folder mapping of pyproject's [tool.setuptools] package-dir ({"scenes": "scenes"});
+    the top-level package itself (its ``__init__.py``: ``mjharness.configure``) under the key ""."""
     with pyproject.open("rb") as f:
         mapping = tomllib.load(f)["tool"]["setuptools"]["package-dir"]
     out = {}
     for name, folder in mapping.items():
         top, _, sub = name.partition(".")
-        if top != PACKAGE or not sub or "." in sub:
+        if top != PACKAGE or "." in sub:
             raise SystemExit(f"typecheck: unexpected package-dir entry {name!r} in {pyproject}")
         out[sub] = folder
     return out
@@ -47,13 +48,16 @@ def main(argv: list[str]) -> int:
         tree = Path(tmp) / PACKAGE
         tree.mkdir()
         for sub, folder in dirs.items():
-            (tree / sub).symlink_to(ROOT / folder, target_is_directory=True)
+            if sub:
+                (tree / sub).symlink_to(ROOT / folder, target_is_directory=True)
+            else:
+                (tree / "__init__.py").symlink_to(ROOT / folder / "__init__.py")
         cmd = [sys.executable, "-m", "mypy", "--config-file", str(pyproject),
                "--cache-dir", str(ROOT / ".mypy_cache"),
                "--namespace-packages", "--explicit-package-bases", "-p", PACKAGE, *extra]
         proc = subprocess.run(cmd, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     # mjharness/rollout/fit.py:12: ... -> rollout/fit.py:12: ... (the file as it is in this checkout)
-    prefixes = {f"{PACKAGE}/{sub}/": f"{folder}/" for sub, folder in dirs.items()}
+    prefixes = {f"{PACKAGE}/{sub}/": f"{folder}/" for sub, folder in dirs.items() if sub}
     for line in proc.stdout.splitlines():
         for prefix, folder in prefixes.items():
             if line.startswith(prefix):
