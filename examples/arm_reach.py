@@ -1,7 +1,9 @@
-"""A PD controller with an integral term driving the bundled ``arm`` to a different target per world.
+r"""A PD controller with an integral term driving the bundled ``arm`` to a different target per world.
 
     mjharness run arm --controller arm_reach:make --steps 2000 --batch 8
     mjharness run arm --controller arm_reach:make --terminate arm_reach:reached --steps 2000 --batch 8
+    mjharness run arm --controller arm_reach:make --terminate arm_reach:reached --on-terminate reset \
+        --reward arm_reach:distance --steps 2000 --batch 8
 
 (``arm_reach:make`` names this bundled file; in a checkout ``examples/arm_reach.py:make`` is the same.) Every
 world settles on its target within about 0.03 rad in 2 s; with ``reached`` all 8 worlds terminate (status
@@ -48,3 +50,9 @@ def reached(t, x):
     """``--terminate arm_reach:reached``: the hand has come to rest (every joint slower than ``REST``) after the
     first 0.5 s (the start, when the arm is still, does not count)."""
     return (t > 0.5) & jnp.all(jnp.abs(x[NQ:2 * NQ]) < REST)
+
+
+def distance(t, x, world):
+    """``--reward arm_reach:distance``: minus the distance of the joints from the world's target (rad, and m for the
+    slide, summed as one vector), evaluated after each control period."""
+    return -jnp.linalg.norm(x[:NQ] - TARGET0 * (1.0 - 0.1 * world))

@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING
 from mjharness.integrators import lazy
 
 if TYPE_CHECKING:
-    from .engine import Controller, RolloutError, RolloutResult, Termination, initial_states, rollout
+    from .engine import Controller, Reward, RolloutError, RolloutResult, Termination, initial_states, rollout
     from .engine.simulate import simulate  # the function (mypy binds ``engine.simulate`` to the submodule)
     from .h5 import RolloutFile, RolloutFileError, open_rollout
     from .rendering import RenderError, render
     from .verify import crosscheck
 
-__all__ = ["rollout", "Controller", "Termination", "simulate", "RolloutResult", "RolloutError", "open_rollout",
-           "RolloutFile",           "RolloutFileError", "initial_states", "crosscheck", "render", "RenderError"]
+__all__ = ["rollout", "Controller", "Termination", "Reward", "simulate", "RolloutResult", "RolloutError",
+           "open_rollout", "RolloutFile", "RolloutFileError", "initial_states", "crosscheck", "render", "RenderError"]
 
 __getattr__, __dir__ = lazy.attach(__name__, __file__, __all__)

@@ -36,6 +36,11 @@ def test_importing_mjharness_changes_no_setting_and_configure_applies_them():
             "print(jax.config.jax_enable_x64, os.environ.get('XLA_FLAGS'))")
     p = _run(code)
     assert p.stdout.split()[-2:] == ["True", settings.XLA_CPU_FLAG], p.stdout + p.stderr
+    # DESIGN.md's entry point: the top-level package names configure() and imports nothing to do it
+    code = ("import sys, mjharness; print('jax' in sys.modules, 'mujoco' in sys.modules); mjharness.configure(); "
+            "import jax; print(jax.config.jax_enable_x64)")
+    p = _run(code)
+    assert p.returncode == 0 and p.stdout.split()[-3:] == ["False", "False", "True"], p.stdout + p.stderr
 
 
 def test_rollout_and_a_scene_configure_the_process():

@@ -185,6 +185,16 @@ def load_controller(arg: str, model):
     return obj
 
 
+def load_reward(arg: str):
+    """``--reward FILE.py:NAME``: the reward ``NAME`` (a function fn(t, x[, sensordata]) -> float or a Reward)."""
+    from mjharness.rollout.engine import Reward
+
+    obj = load_object(arg, "--reward")
+    if not (isinstance(obj, Reward) or callable(obj)):
+        raise CliError(f"--reward {arg}: expected a function fn(t, x) -> float or a Reward, got {type(obj).__name__}")
+    return obj
+
+
 def load_terminate(arg: str):
     """``--terminate FILE.py:NAME``: the rule ``NAME`` (a function fn(t, x[, sensordata]) -> bool or a Termination)."""
     from mjharness.rollout.engine import Termination

@@ -105,6 +105,9 @@ CLI_OPTIONS: tuple[Option, ...] = (
     Option("--terminate", dict(metavar="FILE.py:NAME",
                                help="termination rule: NAME in FILE.py is fn(t, x) -> bool (or fn(t, x, sensordata) "
                                     "or a Termination), checked per world after each step")),
+    Option("--reward", dict(metavar="FILE.py:NAME",
+                            help="reward: NAME in FILE.py is fn(t, x) -> float (or a Reward), evaluated per world "
+                                 "after each control period (the file's /reward; /episodes gets a return column)")),
     Option("--param", dict(action="append", metavar="FIELD[:NAME]=V1,V2,...",
                            help="per-world model parameter sweep, one world per value (e.g. body_mass:torso=1,2,4; "
                                 "dof_damping:hinge=0.1,0.2); several --param zip (same count)")),
@@ -172,7 +175,8 @@ def given_options(args) -> dict:
 
 
 class _Given:
-    """Stands for a value the command loads later (a --terminate rule, a --ctrl file) in the early checks."""
+    """Stands for a value the command loads later (a --terminate rule, a --reward, a --ctrl file) in the early
+    checks."""
 
     def __repr__(self):
         return "given"
@@ -199,7 +203,7 @@ def check_args(args) -> None:
         raise CliError(f"--local-processes must be >= 1, got {args.local_processes}")
     check_randomize(kw.get("randomize"))
     parse_params(args.param)
-    for flag, arg in (("--controller", args.controller), ("--terminate", args.terminate)):
+    for flag, arg in (("--controller", args.controller), ("--terminate", args.terminate), ("--reward", args.reward)):
         if arg:
             path = object_path(arg, flag)
             if bundled_example(path) is None and not os.path.isfile(path):
@@ -210,7 +214,8 @@ def check_args(args) -> None:
     try:
         _spec.check_spec(_spec.RunSpec.from_options(
             **fresh, **kw, out=args.out or (None if args.resume else DEFAULT_OUT), resume=args.resume,
-            terminate=_Given() if (args.terminate or args.resume) else None, keep=False))
+            terminate=_Given() if (args.terminate or args.resume) else None,
+            reward=_Given() if args.reward else None, keep=False))
     except RolloutError as e:
         raise CliError(cli_spelling(str(e))) from None
 
@@ -270,7 +275,8 @@ def resume_settings(args, info) -> dict:
     except ContractError as e:
         raise CliError(f"--resume {args.resume}: cannot rebuild integrator {cfg!r} ({e}); use the Python API") \
             from None
-    for key, flag in (("controller", "--controller"), ("terminate", "--terminate")):  # code is not in the file
+    for key, flag in (("controller", "--controller"), ("terminate", "--terminate"),
+                      ("reward", "--reward")):  # code is not in the file
         if a.get(key) and not getattr(args, key):
             raise CliError(f"--resume {args.resume}: the run had a {key} ({a[key]}); pass {flag} FILE.py:NAME again "
                            f"(the same function)")

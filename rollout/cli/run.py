@@ -19,7 +19,7 @@ import sys
 from . import launch
 from .common import DEFAULT_SCENE, import_mujoco, scene_label
 from .errors import CliError
-from .loaders import load_controller, load_ctrl, load_terminate, param_arrays, parse_params
+from .loaders import load_controller, load_ctrl, load_reward, load_terminate, param_arrays, parse_params
 from .options import (
     DEFAULT_OUT,
     DEFAULTS,
@@ -135,7 +135,8 @@ def _scene(args, s: dict, kw: dict, params):
                                    quaternion_update=setting(kw, s, "quaternion_update"), backend=backend,
                                    needs=run_needs(dict(params), outputs, kw.get("randomize")),
                                    unsupported_contacts=setting(kw, s, "unsupported_contacts"),
-                                   need_sensors=needs_sensors(outputs) or bool(args.controller or args.terminate))
+                                   need_sensors=needs_sensors(outputs) or bool(
+                                       args.controller or args.terminate or args.reward))
     why = s.get("backend_reason") or why
     if hasattr(scene, "backend_note"):  # the file records why, not "asked for" (the CLI resolved the scene itself)
         scene.backend_note = why
@@ -156,6 +157,8 @@ def _loaded_inputs(args, s: dict, kw: dict, scene, params, info) -> None:
         kw["ctrl"] = load_controller(args.controller, scene.model)
     if args.terminate:
         kw["terminate"] = load_terminate(args.terminate)
+    if args.reward:
+        kw["reward"] = load_reward(args.reward)
 
 
 def _summary(r) -> None:

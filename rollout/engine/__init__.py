@@ -15,14 +15,14 @@ from mjharness.integrators import lazy
 if TYPE_CHECKING:  # loaded on first use (``lazy``): the CLI checks options with ``randomize`` before JAX loads
     from .arguments import IntegratorLike, SceneLike
     from .distributed import DistributedError, distributed_rollout, initialize
-    from .episodes import Controller, Termination
+    from .episodes import Controller, Reward, Termination
     from .plan import RolloutError, initial_states, integrator_config, make_plan, resolve_scene
     from .results import RolloutResult
     from .run import execute
     from .simulate import simulate
     from .spec import Execution, Loading, Recording, RunSpec, Start, Storage, check_spec
 
-__all__ = ["rollout", "rollout_from_spec", "Controller", "Termination", "make_plan", "execute",
+__all__ = ["rollout", "rollout_from_spec", "Controller", "Termination", "Reward", "make_plan", "execute",
            "RunSpec", "Start", "Recording", "Storage", "Execution", "Loading",
            "check_spec",
            "simulate", "initialize", "distributed_rollout", "DistributedError",

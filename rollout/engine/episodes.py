@@ -42,6 +42,7 @@ from ..errors import RolloutError
 from .checks import RolloutTypeError
 
 CTRL, EPISODE, EPISODE_START, PENDING = "ctrl", "episode", "episode_start", "terminated"
+REWARD, RETURN = "reward", "episode_return"   # the last reward evaluated; the episode's sum of rewards so far
 CONTROLLER = "controller"   # prefix of the controller state's carry entries
 
 
@@ -75,6 +76,22 @@ class Termination:
     sensors: bool = False
 
 
+@dataclass(frozen=True, eq=False)
+class Reward:
+    """``fn(t, x) -> float`` (``fn(t, x, sensordata)`` with ``sensors=True``; either may take ``world`` last) per
+    world, evaluated like a termination rule on the state after a step, at the ends of control periods: after
+    steps ``k`` with ``(k + 1 - episode_start) % every == 0``. ``every=None``: the Controller's ``every`` (1 without
+    a Controller), so that a reward follows each action as in a gym step. Recorded as the file's ``/reward`` (the
+    last evaluation's value, 0 before the first of an episode) and ``episode_return`` (the episode's sum so far;
+    the ``return`` column of ``/episodes``). ``units``: the reward's unit in the file (CF text, "1" if unitless).
+    ``rollout(reward=fn)`` means ``Reward(fn)``."""
+
+    fn: Callable
+    every: int | None = None
+    sensors: bool = False
+    units: str = "1"
+
+
 @dataclass(frozen=True)
 class EpisodePlan:
     """A run's checked closed loop (``check_episodes``): what the compiled chunk needs, hashable."""
@@ -94,6 +111,10 @@ class EpisodePlan:
     quaternions: tuple           # ((start, stop), ...) value slices renormalised after a draw
     sensor_specs: tuple          # adapters.outputs rows of "sensordata" (when a function reads sensors)
     record_ctrl: bool = False    # a ctrl(t, x) function's controls are recorded too (a Controller's always are)
+    reward: Reward | None = None
+    reward_mode: str = "jax"     # "jax" | "host"
+    reward_sensors: bool = False
+    reward_every: int = 1        # resolved: Reward.every, else the Controller's every, else 1
 
     @property
     def resets(self) -> bool:
@@ -101,7 +122,8 @@ class EpisodePlan:
 
     @property
     def sensors(self) -> bool:
-        return bool(self.controller is not None and self.controller.sensors) or self.terminate_sensors
+        return bool(self.controller is not None and self.controller.sensors) or self.terminate_sensors or \
+            self.reward_sensors
 
     def carry_spec(self) -> tuple:
         """The engine's carry entries ((name, shape), ...): applied controls, episode bookkeeping, controller."""
@@ -110,6 +132,8 @@ class EpisodePlan:
             spec.append((CTRL, (self.nu,)))
         if self.terminate is not None:
             spec += [(EPISODE, ()), (EPISODE_START, ()), (PENDING, ())]
+        if self.reward is not None:
+            spec += [(REWARD, ()), (RETURN, ())]
         return tuple(spec) + tuple((name, shape) for name, shape, _ in self.leaves)
 
     def describe(self) -> dict:
@@ -123,6 +147,10 @@ class EpisodePlan:
             out.update(terminate=f"every={t.every} sensors={self.terminate_sensors} {self.terminate_mode}; "
                                  f"fn={_qualname(t.fn)}",
                        on_terminate=self.on_terminate, reset_to=self.reset_to if self.resets else "")
+        if self.reward is not None:
+            out["reward"] = (f"every={self.reward_every} sensors={self.reward_sensors} {self.reward_mode}; "
+                             f"fn={_qualname(self.reward.fn)}")
+            out["reward_units"] = self.reward.units
         return out
 
 
@@ -257,35 +285,68 @@ def as_termination(terminate) -> Termination | None:
                        f"{type(terminate).__name__}")
 
 
+def _rule_on_world0(what: str, one: str, fn, sensors: bool, x0: np.ndarray, sensor_dim: int, world0: int):
+    """(value on world 0, abstract arguments) of a per-world rule ``fn(t, x[, sensordata][, world])`` returning
+    ``one`` value (its kind, for the error)."""
+    sd = (np.zeros(sensor_dim),) if sensors else ()
+    wd = (world0,) if takes_world(fn) else ()
+    try:
+        out = fn(0.0, np.array(x0[0]), *sd, *wd)
+    except Exception as e:  # noqa: BLE001
+        raise RolloutError(f"{what}(t, x{', sensordata' if sensors else ''}{', world' if wd else ''}) failed on "
+                           f"world 0: {type(e).__name__}: {e}") from e
+    if np.shape(out) != ():
+        raise RolloutError(f"{what}(t, x) must return one {one} per world (shape ()), returned shape {np.shape(out)}")
+    abs_ = (jax.ShapeDtypeStruct((), jnp.float64), jax.ShapeDtypeStruct((x0.shape[1],), jnp.float64)) + tuple(
+        jax.ShapeDtypeStruct(s.shape, jnp.float64) for s in sd) + tuple(jax.ShapeDtypeStruct((), jnp.int64) for _ in wd)
+    return out, abs_
+
+
 def check_termination(term: Termination, x0: np.ndarray, sensor_dim: int, world0: int = 0) -> tuple[str, bool]:
     """(mode, passes sensordata), checked by calling the rule on world 0."""
     if not callable(term.fn):
         raise RolloutError("Termination(fn): fn must be a callable")
     _every("Termination.every", term.every)
     sensors = _rule_reads_sensors(term)
-    sd = (np.zeros(sensor_dim),) if sensors else ()
-    wd = (world0,) if takes_world(term.fn) else ()
-    try:
-        out = term.fn(0.0, np.array(x0[0]), *sd, *wd)
-    except Exception as e:  # noqa: BLE001
-        raise RolloutError(f"terminate(t, x{', sensordata' if sensors else ''}) failed on world 0: "
-                           f"{type(e).__name__}: {e}") from e
-    if np.shape(out) != ():
-        raise RolloutError(f"terminate(t, x) must return one bool per world (shape ()), returned shape {np.shape(out)}")
+    out, abs_ = _rule_on_world0("terminate", "bool", term.fn, sensors, x0, sensor_dim, world0)
     kind = np.asarray(out).dtype
     if kind != np.bool_:  # t - 0.005 (a float) would end every world whose value is not exactly 0
         raise RolloutTypeError(f"terminate(t, x) must return a bool (e.g. t > 0.005), returned {kind} "
                                f"{np.asarray(out)!r} on world 0")
-    abs_ = (jax.ShapeDtypeStruct((), jnp.float64), jax.ShapeDtypeStruct((x0.shape[1],), jnp.float64)) + tuple(
-        jax.ShapeDtypeStruct(s.shape, jnp.float64) for s in sd) + tuple(jax.ShapeDtypeStruct((), jnp.int64) for _ in wd)
     return ("jax" if _traceable(term.fn, *abs_) else "host"), sensors
 
 
-def wants_sensors(ctrl, terminate) -> bool:
+def as_reward(reward) -> Reward | None:
+    if reward is None or isinstance(reward, Reward):
+        return reward
+    if callable(reward):
+        return Reward(reward)
+    raise RolloutError(f"reward must be a callable fn(t, x) -> float or a Reward, got {type(reward).__name__}")
+
+
+def check_reward(rew: Reward, x0: np.ndarray, sensor_dim: int, world0: int, controller_every: int | None
+                 ) -> tuple[str, bool, int]:
+    """(mode, passes sensordata, every), checked by calling the reward on world 0."""
+    if not callable(rew.fn):
+        raise RolloutError("Reward(fn): fn must be a callable")
+    every = (controller_every or 1) if rew.every is None else _every("Reward.every", rew.every)
+    if not isinstance(rew.units, str):
+        raise RolloutError(f"Reward.units must be a string (CF units, '1' if unitless), got {rew.units!r}")
+    sensors = rew.sensors or _positional(rew.fn) - takes_world(rew.fn) == 3
+    out, abs_ = _rule_on_world0("reward", "number", rew.fn, sensors, x0, sensor_dim, world0)
+    a = np.asarray(out)
+    if a.dtype == np.bool_ or not np.issubdtype(a.dtype, np.number) or np.iscomplexobj(a):
+        raise RolloutTypeError(f"reward(t, x) must return a real number per world, returned {a.dtype} {a!r} on "
+                               f"world 0")
+    return ("jax" if _traceable(rew.fn, *abs_) else "host"), sensors, every
+
+
+def wants_sensors(ctrl, terminate, reward=None) -> bool:
     """Whether a closed loop reads sensordata (then the scene is loaded keeping its sensors)."""
-    term = as_termination(terminate)
+    term, rew = as_termination(terminate), as_reward(reward)
     return bool(isinstance(ctrl, Controller) and ctrl.sensors) or bool(
-        term is not None and _rule_reads_sensors(term))
+        term is not None and _rule_reads_sensors(term)) or bool(
+        rew is not None and (rew.sensors or _positional(rew.fn) - takes_world(rew.fn) == 3))
 
 
 def same_function_config(file_attr: str, now: str) -> bool:
@@ -382,6 +443,19 @@ def _call_terminate(ep: EpisodePlan, t, x, sd, due, wid):
     return _host(host, jax.ShapeDtypeStruct((), np.bool_), t, x, due, *extra)
 
 
+def _call_reward(ep: EpisodePlan, t, x, sd, due, wid, dtype):
+    assert ep.reward is not None  # called only for a run with a reward
+    fn = ep.reward.fn
+    extra = ((sd,) if ep.reward_sensors else ()) + ((wid,) if takes_world(fn) else ())
+    if ep.reward_mode == "jax":
+        return jnp.asarray(fn(t, x, *extra)).astype(dtype)
+
+    def host(t, x, due, *extra):
+        return np.asarray(float(fn(float(t), np.asarray(x), *_host_args(extra))) if due else 0.0, dtype)
+
+    return _host(host, jax.ShapeDtypeStruct((), dtype), t, x, due, *extra)
+
+
 def draw_state(base, scale, quaternions, seed, world, episode):
     """The initial state of ``episode`` (>= 1) of ``world`` under ``reset_to="draw"``: ``base + scale * N(0, 1)``
     keyed by (seed, world, episode) (threefry: the same on every backend), quaternions renormalised."""
@@ -417,6 +491,8 @@ def begin(ep: EpisodePlan, sc, t, k, x, carry: dict, live, wid, seed, reset):
         new.update({EPISODE: jnp.where(r, e_next, carry[EPISODE]),
                     EPISODE_START: jnp.where(r, jnp.asarray(k, carry[EPISODE_START].dtype), carry[EPISODE_START]),
                     PENDING: jnp.where(r, 0, carry[PENDING]).astype(carry[PENDING].dtype)})
+        if ep.reward is not None:  # a new episode has no reward yet
+            new.update({name: jnp.where(r, 0, carry[name]).astype(carry[name].dtype) for name in (REWARD, RETURN)})
         if ep.controller is not None:
             c0 = _state_leaves(ep, _call_init(ep, x, wid, r), carry, carry[CTRL].dtype)
             new.update({name: jnp.where(r, c0[name], carry[name]) for name in c0})
@@ -441,13 +517,26 @@ def applied(ep: EpisodePlan, carry: dict, u) -> dict:
     return {**carry, CTRL: jnp.asarray(u, carry[CTRL].dtype).reshape(carry[CTRL].shape)}
 
 
+def _steps_in(ep: EpisodePlan, k, carry: dict):
+    """Steps of the episode after step ``k`` (episodes start at 0 without a termination rule)."""
+    return k + 1 - carry[EPISODE_START].astype(jnp.asarray(k).dtype) if ep.terminate is not None else k + 1
+
+
 def end(ep: EpisodePlan, sc, t, k, x, carry: dict, ok, status, status_step, wid):
-    """After a world's committed step (``ok``): the termination rule. Returns (carry, status, status_step)."""
+    """After a world's committed step (``ok``): the reward, then the termination rule, on the new state.
+    Returns (carry, status, status_step)."""
+    n_in = _steps_in(ep, k, carry)
+    needs_sd = ep.reward_sensors or ep.terminate_sensors
+    sd = _sensordata(ep, sc, t, x, carry.get(CTRL), carry) if needs_sd else None
+    if ep.reward is not None:
+        due = ok & ((n_in % ep.reward_every) == 0)
+        dtype = carry[REWARD].dtype
+        r = _call_reward(ep, t, x, sd, due, wid, dtype)
+        carry = {**carry, REWARD: jnp.where(due, r, carry[REWARD]).astype(dtype),
+                 RETURN: jnp.where(due, carry[RETURN] + r, carry[RETURN]).astype(dtype)}
     if ep.terminate is None:
         return carry, status, status_step
-    n_in = k + 1 - carry[EPISODE_START].astype(jnp.asarray(k).dtype)
     due = ok & ((n_in % ep.terminate.every) == 0)
-    sd = _sensordata(ep, sc, t, x, carry.get(CTRL), carry) if ep.terminate_sensors else None
     term = due & _call_terminate(ep, t, x, sd, due, wid)
     if ep.on_terminate == "freeze":
         status = jnp.where(term, jnp.int8(STATUS_TERMINATED), status)

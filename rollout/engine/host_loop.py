@@ -37,7 +37,7 @@ class HostLoop:
         self.ep, self.t0, self.dt, self.seed = ep, np.float64(t0), np.float64(dt), seed
         self.wids = np.asarray(wids, np.int64)
         self.reset = reset                  # (x (B, n), cold carry {name: (B, ...)}) or ()
-        c, term = ep.controller, ep.terminate
+        c, term, rew = ep.controller, ep.terminate, ep.reward
         # Each function as f(t, x, [c,] world), whichever form the user wrote (episodes.takes_world).
         self._step_w = c is not None and _ep.takes_world(c.step)
         self._rule_w = term is not None and _ep.takes_world(term.fn)
@@ -49,6 +49,11 @@ class HostLoop:
             rule = term.fn if self._rule_w else (lambda t, x, w: term.fn(t, x))
             self._rule = jax.jit(jax.vmap(lambda t, x, w: jnp.asarray(rule(t, x, w)).astype(bool),
                                           in_axes=(None, 0, 0)))
+        self._rew_w = rew is not None and _ep.takes_world(rew.fn)
+        if rew is not None and ep.reward_mode == "jax":
+            fn = rew.fn if self._rew_w else (lambda t, x, w: rew.fn(t, x))
+            self._rew = jax.jit(jax.vmap(lambda t, x, w: jnp.asarray(fn(t, x, w)).astype(jnp.float64),
+                                         in_axes=(None, 0, 0)))
         if ep.draw_scale:
             self._draw = jax.jit(jax.vmap(lambda b, w, e: _ep.draw_state(b, ep.draw_scale, ep.quaternions, seed, w, e)))
 
@@ -113,6 +118,15 @@ class HostLoop:
             return np.array([bool(fn(t, x[w].copy(), int(self.wids[w]))) for w in ids], bool)
         return np.array([bool(fn(t, x[w].copy())) for w in ids], bool)
 
+    def _rewards(self, t, x: np.ndarray, ids: np.ndarray) -> np.ndarray:
+        if self.ep.reward_mode == "jax":
+            return np.asarray(self._rew(t, jnp.asarray(x), jnp.asarray(self.wids)), np.float64)[ids]
+        assert self.ep.reward is not None  # rewards are evaluated only for a run with a reward
+        fn, t = self.ep.reward.fn, float(t)
+        if self._rew_w:
+            return np.array([float(fn(t, x[w].copy(), int(self.wids[w]))) for w in ids], np.float64)
+        return np.array([float(fn(t, x[w].copy())) for w in ids], np.float64)
+
     # -- the three moments ------------------------------------------------------------------------------
 
     def begin(self, k: int, x: np.ndarray, carry: dict, live: np.ndarray) -> tuple[np.ndarray, dict]:
@@ -134,6 +148,9 @@ class HostLoop:
                 carry[_ep.EPISODE][r] = e_next
                 carry[_ep.EPISODE_START][r] = k
                 carry[_ep.PENDING][r] = 0
+                if ep.reward is not None:  # a new episode has no reward yet
+                    carry[_ep.REWARD][r] = 0
+                    carry[_ep.RETURN][r] = 0
                 if ep.controller is not None:
                     self._put_states(carry, r, self._init_states(x, r))
         if ep.controller is not None:
@@ -159,22 +176,33 @@ class HostLoop:
         if ep.controller is not None:
             every = ep.controller.every
             g = min(g, int(np.min(every - (k - start) % every)))  # the next call after k
-        if ep.terminate is not None:
-            every = ep.terminate.every
-            g = min(g, int(np.min((start - k - 1) % every)) + 1)  # the first step k' >= k the rule follows
+        rules = ((ep.terminate.every,) if ep.terminate is not None else ()) + (
+            (ep.reward_every,) if ep.reward is not None else ())
+        for every in rules:
+            g = min(g, int(np.min((start - k - 1) % every)) + 1)  # the first step k' >= k a rule follows
         return max(1, g)
 
     def end(self, k: int, x: np.ndarray, carry: dict, ok: np.ndarray, status: np.ndarray,
             status_step: np.ndarray) -> tuple[dict, np.ndarray, np.ndarray]:
-        """After step ``k`` (the segment's last) of the worlds whose steps all succeeded (``ok``): the rule."""
+        """After step ``k`` (the segment's last) of the worlds whose steps all succeeded (``ok``): the reward, then
+        the rule."""
         ep = self.ep
+        n_in = k + 1 - self._start(carry)
+        t = self.time(k) + self.dt
+        if ep.reward is not None:
+            due = np.flatnonzero(ok & (n_in % ep.reward_every == 0))
+            if len(due):
+                r = self._rewards(t, x, due)
+                carry = dict(carry)
+                carry[_ep.REWARD], carry[_ep.RETURN] = carry[_ep.REWARD].copy(), carry[_ep.RETURN].copy()
+                carry[_ep.REWARD][due] = r
+                carry[_ep.RETURN][due] += r
         if ep.terminate is None:
             return carry, status, status_step
-        n_in = k + 1 - self._start(carry)
         due = np.flatnonzero(ok & (n_in % ep.terminate.every == 0))
         if not len(due):
             return carry, status, status_step
-        hit = due[self._terminated(self.time(k) + self.dt, x, due)]
+        hit = due[self._terminated(t, x, due)]
         carry, status, status_step = dict(carry), status.copy(), status_step.copy()
         if ep.on_terminate == "freeze":
             status[hit], status_step[hit] = STATUS_TERMINATED, k

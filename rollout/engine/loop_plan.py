@@ -17,14 +17,14 @@ from .scene_view import SceneView
 
 def check_episodes(scene, start, x0: np.ndarray, carry_spec: tuple, carry0: dict, world_offset: int):
     """(EpisodePlan or None, engine carry spec, engine carry0, reset inputs): a run's controller and termination
-    rule checked by calling them on world 0 (``engine.episodes``), before anything compiles."""
-    ctrl, term = start.ctrl, start.terminate
+    rule (and reward) checked by calling them on world 0 (``engine.episodes``), before anything compiles."""
+    ctrl, term, rew = start.ctrl, start.terminate, _ep.as_reward(start.reward)
     record_ctrl = callable(ctrl) and not isinstance(ctrl, Controller)  # a ctrl(t, x) function's u: /ctrl too
-    if not isinstance(ctrl, Controller) and term is None and not record_ctrl:
+    if not isinstance(ctrl, Controller) and term is None and not record_ctrl and rew is None:
         return None, (), {}, ()
     view = SceneView.of(scene)
     sensor_specs = ()
-    if _ep.wants_sensors(ctrl, term):
+    if _ep.wants_sensors(ctrl, term, rew):
         sensor_specs = check_outputs(scene, ("sensordata",), OutputSemantics.LIVE)
     sdim = int(np.prod(sensor_specs[0].shape)) if sensor_specs else 0
     B = x0.shape[0]
@@ -32,6 +32,8 @@ def check_episodes(scene, start, x0: np.ndarray, carry_spec: tuple, carry0: dict
     if isinstance(ctrl, Controller):
         mode, init_world, treedef, leaves, c0 = _ep.check_controller(ctrl, x0, world_offset, view.nu, sdim)
     t_mode, t_sensors = ("jax", False) if term is None else _ep.check_termination(term, x0, sdim, world_offset)
+    r_mode, r_sensors, r_every = ("jax", False, 1) if rew is None else _ep.check_reward(
+        rew, x0, sdim, world_offset, ctrl.every if isinstance(ctrl, Controller) else None)
     resets = term is not None and start.on_terminate == "reset"
     reset_to = _ep.check_reset_to(start.reset_to, scene) if resets else "x0"
     draw_scale: tuple[float, ...] = ()
@@ -42,14 +44,15 @@ def check_episodes(scene, start, x0: np.ndarray, carry_spec: tuple, carry0: dict
     ep = EpisodePlan(controller=ctrl if isinstance(ctrl, Controller) else None, mode=mode, init_world=init_world,
                      treedef=treedef, leaves=leaves, nu=view.nu, terminate=term, terminate_mode=t_mode,
                      terminate_sensors=t_sensors, on_terminate=start.on_terminate, reset_to=reset_to,
-                     draw_scale=draw_scale, quaternions=quats, sensor_specs=sensor_specs, record_ctrl=record_ctrl)
+                     draw_scale=draw_scale, quaternions=quats, sensor_specs=sensor_specs, record_ctrl=record_ctrl,
+                     reward=rew, reward_mode=r_mode, reward_sensors=r_sensors, reward_every=r_every)
     names = {name for name, _ in carry_spec}
     clash = sorted(names & {name for name, _ in ep.carry_spec()})
     if clash:
         raise RolloutError(f"the scene's or integrator's carry names {clash}, which a controller/termination rule "
                            f"carries too")
     init = {_ep.CTRL: np.zeros((B, view.nu)), _ep.EPISODE: np.zeros(B), _ep.EPISODE_START: np.zeros(B),
-            _ep.PENDING: np.zeros(B), **c0}
+            _ep.PENDING: np.zeros(B), _ep.REWARD: np.zeros(B), _ep.RETURN: np.zeros(B), **c0}
     engine0 = {name: init[name] for name, _ in ep.carry_spec()}
     reset: tuple = ()  # (x (B, n), cold carry {name: (B, ...)}) or ()
     if resets:

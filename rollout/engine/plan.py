@@ -154,7 +154,7 @@ def _physics(scene, integrator, spec: RunSpec, info: h5.ResumeInfo | None, label
     scene, why = resolve_run_scene(
         scene, mjx=ld.mjx, quaternion_update=ld.quaternion_update, backend=backend,
         needs=run_needs(params, rec.outputs, st.randomize), unsupported_contacts=ld.unsupported_contacts,
-        need_sensors=needs_sensors(rec.outputs, st.ctrl, st.terminate))
+        need_sensors=needs_sensors(rec.outputs, st.ctrl, st.terminate, st.reward))
     integ = scene_integrator(scene, integrator)
     try:
         kind = check_pair(scene, integ)

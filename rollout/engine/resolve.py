@@ -103,8 +103,8 @@ def run_needs(model_params, outputs, randomize=None) -> dict[str, str]:
     return needs
 
 
-def needs_sensors(outputs, ctrl=None, terminate=None) -> bool:
+def needs_sensors(outputs, ctrl=None, terminate=None, reward=None) -> bool:
     """Whether recorded outputs or a closed loop read sensors (then loading must keep them:
     ``load_scene(need_sensors=True)``)."""
     return any(isinstance(o, str) and (o == "sensordata" or o.startswith("sensor:")) for o in outputs or ()) or \
-        _ep.wants_sensors(ctrl, terminate)
+        _ep.wants_sensors(ctrl, terminate, reward)

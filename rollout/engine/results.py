@@ -72,9 +72,15 @@ class RolloutResult:
         e = self._loop_entry("episode")
         return None if e is None else e.astype(np.int64)
 
+    @property
+    def reward(self) -> np.ndarray | None:
+        """The reward of the last control period ended at or before each recorded sample, (T, B), for a run with
+        ``reward=`` (the file's ``/reward``); None otherwise."""
+        return self._loop_entry("reward")
+
     def episodes(self, world: int) -> list[dict]:
         """The episodes of ``world`` (global index): ``{episode, start_step, end_step, end, samples, time, x}``
-        as ``RolloutFile.episodes`` gives them; [] without a termination rule."""
+        (and ``return`` with a reward) as ``RolloutFile.episodes`` gives them; [] without a termination rule."""
         from mjharness.rollout.h5 import cut_episodes
 
         if self._loop_info is None or "episode" not in self._loop_info["names"]:
@@ -87,7 +93,7 @@ class RolloutResult:
                             x=self.x[:, world - info["world_offset"]] if 0 <= world - info["world_offset"] <
                             len(self.status) else None,
                             record_every=info["record_every"], steps=info["steps"], complete=True,
-                            world_offset=info["world_offset"])
+                            world_offset=info["world_offset"], returns=self._loop_entry("episode_return"))
 
     @property
     def outputs(self) -> dict:

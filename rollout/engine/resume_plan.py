@@ -52,7 +52,7 @@ def _config_subset(file_cfg, now_cfg) -> bool:
 
 
 # A closed loop's settings: present in files of runs with a controller / termination rule ("" when absent).
-RESUME_EPISODES = ("controller", "terminate", "on_terminate", "reset_to")
+RESUME_EPISODES = ("controller", "terminate", "on_terminate", "reset_to", "reward")
 
 
 def _integrator_difference(file_cfg, now_cfg) -> str:

@@ -105,12 +105,15 @@ def _code(plan: Plan) -> dict:
         code.update({"controller.init": ep.controller.init, "controller.step": ep.controller.step})
     if ep is not None and ep.terminate is not None:
         code["terminate"] = ep.terminate.fn
+    if ep is not None and ep.reward is not None:
+        code["reward"] = ep.reward.fn
     code.update({f"output.{o.name}": o.fn for o in plan.record.outputs if o.fn is not None})
     return code
 
 
-# Carry entries of a closed loop a file also shows at its root (virtual datasets over /carry): /ctrl, /episode.
-CARRY_VIEWS = (_ep.CTRL, _ep.EPISODE)
+# Carry entries of a closed loop a file also shows at its root (virtual datasets over /carry): /ctrl, /episode,
+# /reward.
+CARRY_VIEWS = (_ep.CTRL, _ep.EPISODE, _ep.REWARD)
 
 
 def _param_attrs(plan: Plan) -> dict:

@@ -161,6 +161,10 @@ class Start:
     terminate: Any = option(
         None, Free(text="None, fn(t, x[, sensordata | world]) -> bool or a Termination"),
         "termination rule, checked per world after each step (docs/episodes.md)", cli=False)
+    reward: Any = option(
+        None, Free(text="None, fn(t, x[, sensordata | world]) -> float or a Reward"),
+        "reward per world, evaluated on the state after each control period (the Controller's every; "
+        "docs/episodes.md): the file's /reward and the return column of /episodes", cli=False)
     on_terminate: str = option(
         "freeze", Choice(choices=ON_TERMINATE), "what a terminated world does: freeze (stops, status TERMINATED) or "
         "reset (a new episode starts)", resume=Resume.FILE, needs=(_TERMINATE,))
@@ -363,6 +367,10 @@ def check_spec(spec: RunSpec) -> RunSpec:
         from .episodes import as_termination
 
         values["terminate"] = as_termination(values["terminate"])
+    if values["reward"] is not None:
+        from .episodes import as_reward
+
+        values["reward"] = as_reward(values["reward"])
     if values["randomize"]:  # the distributions' syntax, before any scene is loaded
         from .randomize import parse_dist
 

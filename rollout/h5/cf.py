@@ -75,12 +75,14 @@ def state_units(model: mujoco.MjModel | None, n: int, qpos: slice | None, qvel: 
     return out
 
 
-def carry_units(model: mujoco.MjModel | None, carry_layout) -> list[str]:
+def carry_units(model: mujoco.MjModel | None, carry_layout, reward_units: str = "1") -> list[str]:
     """The unit of each carry component: the solver's warm start (joint accelerations), a step size (s),
-    applied controls (the actuators' input: N or N m for motors), episode bookkeeping (counts, "1")."""
+    applied controls (the actuators' input: N or N m for motors), episode bookkeeping (counts, "1"), a reward
+    and its episode sum (``reward_units``)."""
     vu = joint_units(model)[1] if model is not None else []
     known = {"qacc_warmstart": [_PER_SECOND2.get(u, "unknown") for u in vu], "h": ["s"], "dt": ["s"],
-             "episode": ["1"], "episode_start": ["1"], "terminated": ["1"]}
+             "episode": ["1"], "episode_start": ["1"], "terminated": ["1"],
+             "reward": [reward_units], "episode_return": [reward_units]}
     if model is not None:
         known["ctrl"] = [actuator_units(model, i) for i in range(model.nu)]
     out = []
@@ -181,6 +183,7 @@ VARIABLES = {
     "progress_field": ("meaning of each /progress entry", "1"),
     "ctrl": ("controls applied during the sample's step (a view of the carry)", None),
     "episode": ("episode index of the sample (a view of the carry)", "1"),
+    "reward": ("reward of the last control period ended at or before the sample (a view of the carry)", None),
     "model/mjcf": ("the model as MuJoCo saves it (MJCF)", "1"),
     "model/source_xml": ("the MJCF the model was compiled from, includes resolved", "1"),
     "model/mjb": ("the compiled model as MuJoCo's binary model (mj_saveModel bytes)", "1"),

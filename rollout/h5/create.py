@@ -266,8 +266,10 @@ def _describe_root(f: h5py.File, spec: FileSpec, model) -> None:
     """``long_name``/``units`` on the root datasets; per-component units as coordinates where they mix."""
     n = f["x"].shape[2]
     units = cf.state_units(model, n, spec.qpos, spec.qvel)
+    reward_units = str(spec.attrs.get("reward_units", "1"))
     for name in ("time", "x0", "x", "qpos", "qvel", "status", "status_step", "progress", "world", "state",
-                 "qpos_index", "qvel_index", "carry0", "carry", "carry_index", "progress_field", "ctrl", "episode"):
+                 "qpos_index", "qvel_index", "carry0", "carry", "carry_index", "progress_field", "ctrl", "episode",
+                 "reward"):
         if name in f:
             cf.describe(f[name], *cf.VARIABLES[name])
     f["status"].attrs.update(cf.status_flags())
@@ -278,11 +280,13 @@ def _describe_root(f: h5py.File, spec: FileSpec, model) -> None:
         if name in f and seg is not None:
             f[name].attrs["units"] = cf.common_units(units[seg], where)
     if "carry" in f:
-        cu = cf.carry_units(model, normalize_carry_layout(spec.carry_layout))
+        cu = cf.carry_units(model, normalize_carry_layout(spec.carry_layout), reward_units)
         if len(cu) == f["carry"].shape[2] and "carry_index" in f:
             _units_coordinate(f, "carry_units", cu, f["carry_index"])
         for name in ("carry", "carry0"):
             f[name].attrs["units"] = cf.common_units(cu, "carry_units") if cu else "1"
+    if "reward" in f:
+        f["reward"].attrs["units"] = reward_units
     if "ctrl" in f:
         f["ctrl"].attrs["units"] = cf.common_units([cf.actuator_units(model, i) for i in range(model.nu)],
                                                     "the actuators' gear") if model is not None and model.nu else "1"

@@ -16,13 +16,16 @@ END_REASONS = ("terminated", "failed", "truncated", "running")
 
 def episode_table(episode: np.ndarray, episode_start: np.ndarray, pending: np.ndarray, status: np.ndarray,
                   status_step: np.ndarray, *, record_every: int, steps: int,
-                  samples_done: int, complete: bool, world_offset: int = 0) -> list[dict]:
+                  samples_done: int, complete: bool, world_offset: int = 0,
+                  returns: np.ndarray | None = None) -> list[dict]:
     """Rows ``{world, episode, start_step, end_step, end, samples}`` from the recorded samples: ``episode``,
     ``episode_start`` and ``pending`` (T, B) as the carry holds them, the final ``status``/``status_step`` (B,).
     ``end``: "terminated", "failed" (a failed step, at status_step), "truncated" (the run ended) or "running"
     (the file is still being written). ``samples``: the sample indices holding the episode's states.
     Exact when every episode spans at least ``record_every`` steps (record_every=1: always); an episode that
-    starts and ends between two samples has ``start_step = end_step = -1``."""
+    starts and ends between two samples has ``start_step = end_step = -1``. With ``returns`` (T, B) (the carry's
+    ``episode_return``, a run with a reward) each row has ``return``: the sum of the episode's rewards, read at its
+    last sample (NaN for an episode with no sample)."""
     T = samples_done
     B = np.shape(status)[0]
     rows = []
@@ -58,14 +61,16 @@ def episode_table(episode: np.ndarray, episode_start: np.ndarray, pending: np.nd
                 # A frozen world (terminated or failed) keeps its last episode index in every later sample: the
                 # episode ends with the first sample at or after end_step (that sample holds its final state).
                 js = js[(js + 1) * record_every - 1 < end_step + record_every]
-            rows.append(dict(world=w + world_offset, episode=e, start_step=start, end_step=end_step, end=end,
-                             samples=js))
+            row = dict(world=w + world_offset, episode=e, start_step=start, end_step=end_step, end=end, samples=js)
+            if returns is not None:
+                row["return"] = float(returns[js[-1], w]) if len(js) else float("nan")
+            rows.append(row)
     return rows
 
 
 def cut_episodes(episode: np.ndarray, episode_start: np.ndarray, pending: np.ndarray, status: np.ndarray,
                  status_step: np.ndarray, w: int, *, time: np.ndarray, x: np.ndarray | None, record_every: int,
-                 steps: int, complete: bool, world_offset: int = 0) -> list[dict]:
+                 steps: int, complete: bool, world_offset: int = 0, returns: np.ndarray | None = None) -> list[dict]:
     """The episodes of local world ``w`` (``episode_table`` rows) with their recorded ``time`` (m,) and ``x``
     (m, n) cut out; ``x``: that world's samples (T, n) (None: ``w`` is out of range, refused)."""
     if not 0 <= w < np.shape(status)[0]:
@@ -75,7 +80,8 @@ def cut_episodes(episode: np.ndarray, episode_start: np.ndarray, pending: np.nda
     rows = episode_table(np.asarray(episode)[:, w:w + 1], np.asarray(episode_start)[:, w:w + 1],
                          np.asarray(pending)[:, w:w + 1], np.asarray(status)[w:w + 1],
                          np.asarray(status_step)[w:w + 1], record_every=record_every, steps=steps, samples_done=T,
-                         complete=complete, world_offset=world_offset + w)
+                         complete=complete, world_offset=world_offset + w,
+                         returns=None if returns is None else np.asarray(returns)[:, w:w + 1])
     for r in rows:
         r["time"] = np.asarray(time)[r["samples"]]
         r["x"] = np.asarray(x)[r["samples"]]

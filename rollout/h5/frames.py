@@ -119,7 +119,9 @@ def _episodes(rf) -> dict:
         cols = {c: t[c] for c in t.dtype.names}
     except KeyError:
         rows = rf.episode_table()
-        cols = {c: np.array([r[c] for r in rows]) for c in ("world", "episode", "start_step", "end_step", "end")}
+        names = ("world", "episode", "start_step", "end_step", "end") + (("return",) if rows and "return" in rows[0]
+                                                                          else ())
+        cols = {c: np.array([r[c] for r in rows]) for c in names}
     return {c: _str_column(v) for c, v in cols.items()}
 
 

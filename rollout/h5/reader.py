@@ -303,6 +303,20 @@ class RolloutFile:
         return self.carry_entry("ctrl")
 
     @property
+    def reward(self) -> np.ndarray:
+        """The reward of the last control period ended at or before each flushed sample, (T, B) (a run with
+        ``reward=``; 0 before an episode's first evaluation)."""
+        if "reward" not in carry_slots_of_table(self.table("layout")):
+            raise KeyError(f"{self.path}: no /reward: the run had no reward (rollout(reward=fn))")
+        return self.carry_entry("reward")
+
+    def _returns(self) -> np.ndarray | None:
+        """The carry's ``episode_return`` (T, B), None for a run without a reward."""
+        if "episode_return" not in carry_slots_of_table(self.table("layout")):
+            return None
+        return self.carry_entry("episode_return")
+
+    @property
     def episode(self) -> np.ndarray:
         """The episode index of each flushed sample, (T, B) int64 (a run with a termination rule)."""
         return self._loop_entry("episode").astype(np.int64)
@@ -319,12 +333,13 @@ class RolloutFile:
         return episode_table(self.episode, self._loop_entry("episode_start"), self._loop_entry("terminated"),
                              self.status, self.status_step, record_every=int(a["record_every"]),
                              steps=int(a["steps"]), samples_done=self.samples, complete=self.complete,
-                             world_offset=int(a.get("world_offset", 0) or 0))
+                             world_offset=int(a.get("world_offset", 0) or 0), returns=self._returns())
 
     def episodes(self, world: int) -> list[dict]:
         """The episodes of ``world``: ``{episode, start_step, end_step, end, samples, time, x}`` each, ``time``
         (m,) and ``x`` (m, n) the recorded samples of the episode (its terminal state is the last; a reset
-        episode's first state is not a sample). ``end``: "terminated", "failed", "truncated" or "running"."""
+        episode's first state is not a sample). ``end``: "terminated", "failed", "truncated" or "running";
+        ``return``: the sum of the episode's rewards (a run with ``reward=``)."""
         a = self.attrs
         if not isinstance(world, (int, np.integer)) or isinstance(world, bool) or not 0 <= world < self.batch:
             raise IndexError(f"{self.path}: world {world!r} is not one of the file's {self.batch} worlds")
@@ -332,7 +347,7 @@ class RolloutFile:
         return cut_episodes(self.episode, self._loop_entry("episode_start"), self._loop_entry("terminated"),
                             self.status, self.status_step, w, time=self.time,
                             x=self.read("x", np.s_[: self.samples, w]), record_every=int(a["record_every"]),
-                            steps=int(a["steps"]), complete=self.complete)
+                            steps=int(a["steps"]), complete=self.complete, returns=self._returns())
 
     def episode_start(self, world: int, episode: int, *, init=None) -> dict:
         """Where ``episode`` of ``world`` starts: ``{"step", "t", "x" (n,), "carry" {name: array}, "missing"}``

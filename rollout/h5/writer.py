@@ -306,13 +306,23 @@ class RolloutWriter:
             return True
 
 
-EPISODE_ROW = np.dtype([("world", "<i8"), ("episode", "<i8"), ("start_step", "<i8"), ("end_step", "<i8"),
-                        ("end", h5py.string_dtype())])
+_EPISODE_FIELDS = [("world", "<i8"), ("episode", "<i8"), ("start_step", "<i8"), ("end_step", "<i8"),
+                   ("end", h5py.string_dtype())]
+EPISODE_ROW = np.dtype(_EPISODE_FIELDS)
+EPISODE_ROW_RETURN = np.dtype(_EPISODE_FIELDS + [("return", "<f8")])  # a run with a reward
 EPISODE_COLUMNS = {c: {"long_name": d, "units": "1"} for c, d in (
     ("world", "world index"), ("episode", "episode index within the world"),
     ("start_step", "global index of the episode's first step (-1: between two samples)"),
     ("end_step", "global index of the episode's last step"),
     ("end", "how the episode ended: terminated | failed | truncated (the run ended) | running"))}
+RETURN_COLUMN = {"long_name": "sum of the episode's rewards (rollout(reward=...))"}
+
+
+def _episode_rows(rows: list[dict]) -> np.ndarray:
+    """The rows as ``EPISODE_ROW`` records, with a ``return`` column when they have one (a run with a reward)."""
+    dtype = EPISODE_ROW_RETURN if rows and "return" in rows[0] else EPISODE_ROW
+    names = tuple(dtype.names or ())
+    return np.array([tuple(d[k] for k in names) for d in rows], dtype=dtype)
 
 
 def write_episode_table(path: str, rows: list[dict] | None = None) -> None:
@@ -325,8 +335,7 @@ def write_episode_table(path: str, rows: list[dict] | None = None) -> None:
                 from .reader import RolloutFile
 
                 rows = RolloutFile.of_handle(f, path).episode_table()
-            table = np.array([(d["world"], d["episode"], d["start_step"], d["end_step"], d["end"]) for d in rows],
-                             dtype=EPISODE_ROW)
+            table = _episode_rows(rows)
             for name in ("episodes", "episode_row"):
                 if name in f:
                     del f[name]
@@ -337,7 +346,10 @@ def write_episode_table(path: str, rows: list[dict] | None = None) -> None:
                 row_axis.make_scale("episode_row")  # a named axis for generic readers (xarray), not a phony one
                 ds.dims[0].attach_scale(row_axis)
             else:
-                g = write_table(f, "episodes", table, "episode_row", column_attrs=EPISODE_COLUMNS)
+                columns = dict(EPISODE_COLUMNS)
+                if "return" in (table.dtype.names or ()):
+                    columns["return"] = dict(RETURN_COLUMN, units=str(decode_attr(f.attrs.get("reward_units", "1"))))
+                g = write_table(f, "episodes", table, "episode_row", column_attrs=columns)
                 g.attrs["long_name"] = "episodes of every world: one row per world and episode"
             seal(f, create=False)  # the content hashes cover the table
     except OSError as e:
