@@ -309,23 +309,49 @@ def brick() -> dict:
     }
 
 
-def initial_conditions(rates_deg_s: tuple[float, float, float], note: str = "") -> dict:
+def brick_damped() -> dict:
+    """Atmos_03's brick: the rate damping of brick_aero.dml (read from the file at run time), drag zero."""
+    v = brick()
+    v["aero"] = {
+        "in_this_case": "rate damping from the DAVE-ML model (Clp, Clr, Cmq, Cnp, Cnr and its airspeed floor); "
+        "drag set to zero (the case's 'Drag coefficient set to zero')",
+        "dave_ml": "brick_aero.dml",
+        "dave_ml_source": f"{MODEL_DIR}/brick_aero.dml",
+        "CD": 0.0,
+        "model_file_values": v["aero"]["model_file_values"],
+    }
+    return v
+
+
+def steady_wind(east_ft_s: float) -> dict:
+    return {
+        "type": "constant",
+        "description": f"steady wind toward the east (from due west) of {east_ft_s:g} ft/s at every altitude",
+        "wind_ned_ft_s": [0.0, east_ft_s, 0.0],
+        "wind_ned_m_s": [0.0, si(east_ft_s, "ft/s"), 0.0],
+    }
+
+
+def initial_conditions(rates_deg_s: tuple[float, float, float], note: str = "", alt_ft: float = 30000.0,
+                       v_ned_ft_s: tuple[float, float, float] = (0.0, 0.0, 0.0),
+                       euler_deg: tuple[float, float, float] = (0.0, 0.0, 0.0)) -> dict:
     ic = {
         "frame_note": (
             "geodetic position; Earth-relative velocity in local NED; Euler angles (3-2-1: yaw, pitch, "
-            "roll) of the body w.r.t. local NED, i.e. body x north, y east, z down; body angular "
-            "rates w.r.t. the inertial frame, in body axes"
+            "roll) of the body w.r.t. local NED"
+            + (", i.e. body x north, y east, z down" if not any(euler_deg) else "")
+            + "; body angular rates w.r.t. the inertial frame, in body axes"
         ),
         "lat_deg": 0.0,
         "lat_rad": 0.0,
         "lon_deg": 0.0,
         "lon_rad": 0.0,
-        "alt_ft": 30000.0,
-        "alt_m": si(30000.0, "ft"),
-        "v_ned_ft_s": [0.0, 0.0, 0.0],
-        "v_ned_m_s": [0.0, 0.0, 0.0],
-        "euler_deg": {"phi": 0.0, "theta": 0.0, "psi": 0.0},
-        "euler_rad": {"phi": 0.0, "theta": 0.0, "psi": 0.0},
+        "alt_ft": alt_ft,
+        "alt_m": si(alt_ft, "ft"),
+        "v_ned_ft_s": list(v_ned_ft_s),
+        "v_ned_m_s": [si(v, "ft/s") for v in v_ned_ft_s],
+        "euler_deg": dict(zip(("phi", "theta", "psi"), euler_deg)),
+        "euler_rad": {k: si(v, "deg") for k, v in zip(("phi", "theta", "psi"), euler_deg)},
         "body_rates_wrt_inertial_deg_s": {"p": rates_deg_s[0], "q": rates_deg_s[1], "r": rates_deg_s[2]},
         "body_rates_wrt_inertial_rad_s": {k: si(v, "deg/s") for k, v in zip("pqr", rates_deg_s)},
     }
@@ -472,6 +498,79 @@ CASES: dict[str, dict] = {
     },
 }
 
+EARTH_RATE_DEG_S = float(f"{OMEGA / DEG:.15g}")
+LAUNCH_NOTE = (
+    "launched from the surface at sqrt(2000) ft/s, 45 deg above the horizon; zero angular rate relative to "
+    "the launch platform, so the inertial body rate is the Earth's rotation in body axes (every tool's t=0 row)"
+)
+CASES.update({
+    "03": {
+        "title": "Tumbling brick with dynamic damping, no drag",
+        "description": (
+            "Atmos_02's brick (initial inertial body rates 10, 20, 30 deg/s) with the rate damping of the "
+            "brick aero model (Clp, Cmq, Cnr) and no drag, dropped from 30000 ft over the rotating WGS-84 Earth "
+            "with J2. Verifies the inertial coupling with a dynamic damping model."
+        ),
+        "verifies": "inertial coupling, dynamic damping",
+        "planet": planet_wgs84,
+        "atmosphere": lambda: atmosphere(NO_WIND),
+        "vehicle": brick_damped,
+        "ic": lambda: initial_conditions((10.0, 20.0, 30.0)),
+        "oddities": ["only sims 01, 02, 04, 05, 06 published this case"],
+    },
+    "07": {
+        "title": "Sphere dropped through a steady wind field",
+        "description": (
+            "The sphere with constant CD dropped from 30000 ft over the rotating WGS-84 ellipsoid with J2 "
+            "through a steady 20 ft/s wind from due west. Verifies wind effects."
+        ),
+        "verifies": "steady wind",
+        "planet": planet_wgs84,
+        "atmosphere": lambda: atmosphere(steady_wind(20.0)),
+        "vehicle": lambda: sphere(0.1, SPHERE_DRAG_NOTE),
+        "ic": lambda: initial_conditions((0.0, 0.0, 0.0), ZERO_INERTIAL_RATE + "; at rest relative to the "
+                                         "ground, so the 20 ft/s wind acts from t=0"),
+        "oddities": [
+            "sim_06's t=0 row reports airspeed, Mach and dynamic pressure 0 although the wind already blows",
+        ],
+    },
+    "09": {
+        "title": "Sphere launched ballistically eastward along the Equator",
+        "description": (
+            "The sphere with constant CD launched from sea level at (0, 0) eastward, sqrt(2000) ft/s at 45 deg "
+            "(1000 ft/s east, 1000 ft/s up), over the rotating WGS-84 ellipsoid with J2, still air. Verifies "
+            "the translational equations of motion over the rotating Earth."
+        ),
+        "verifies": "translational EOM, Earth rotation",
+        "planet": planet_wgs84,
+        "atmosphere": lambda: atmosphere(NO_WIND),
+        "vehicle": lambda: sphere(0.1, SPHERE_DRAG_NOTE),
+        "ic": lambda: initial_conditions((0.0, -EARTH_RATE_DEG_S, 0.0), LAUNCH_NOTE + " (heading east: body x "
+                                         "east, y south, so q = -omega)", alt_ft=0.0,
+                                         v_ned_ft_s=(0.0, 1000.0, -1000.0), euler_deg=(0.0, 0.0, 90.0)),
+        "oddities": [
+            "tools round the Earth rate in their initial q: sim_04 -0.00417807, sim_02 -0.0041768623 deg/s",
+        ],
+    },
+    "10": {
+        "title": "Sphere launched ballistically northward along the prime meridian",
+        "description": (
+            "As Atmos_09 but launched northward (1000 ft/s north, 1000 ft/s up) along the prime meridian. "
+            "Verifies the Coriolis terms."
+        ),
+        "verifies": "Coriolis",
+        "planet": planet_wgs84,
+        "atmosphere": lambda: atmosphere(NO_WIND),
+        "vehicle": lambda: sphere(0.1, SPHERE_DRAG_NOTE),
+        "ic": lambda: initial_conditions((EARTH_RATE_DEG_S, 0.0, 0.0), LAUNCH_NOTE + " (heading north: body x "
+                                         "north, so p = +omega)", alt_ft=0.0, v_ned_ft_s=(1000.0, 0.0, -1000.0)),
+        "oddities": [
+            "tools round the Earth rate in their initial p: sim_01 0.00417807, sim_02 0.0041768623 deg/s",
+        ],
+    },
+})
+CASES = dict(sorted(CASES.items()))
+
 # (tools the remark concerns, remark): added to a case's oddities when one of those tools published it
 COMMON_ODDITIES = [
     (
@@ -503,10 +602,6 @@ COMMON_ODDITIES = [
 ]
 
 NOT_BUNDLED = {
-    "03": "Tumbling brick with dynamic damping (brick_aero.dml Clp/Cmq/Cnr), no drag; WGS-84, J2, still air",
-    "07": "Sphere dropped through a steady wind: 20 ft/s from due west (blowing east); WGS-84, J2",
-    "09": "Sphere launched ballistically eastward along the Equator (sqrt(2000) ft/s, 45 deg); WGS-84, J2",
-    "10": "Sphere launched ballistically northward along the prime meridian (Coriolis); WGS-84, J2",
     "11": "Subsonic F-16 trimmed flight across the Earth (10000 ft over KFFA, 45 deg course, 335.15 KTAS)",
     "12": "Supersonic F-16 trimmed flight across the Earth",
     "13": "F-16 with a simple autopilot: 13.1 altitude +100 ft, 13.2 airspeed -5 KEAS, 13.3 heading +15 deg, "
@@ -595,7 +690,7 @@ def checks(case: dict, sim05: dict) -> dict:
     out: dict = {"tool": "sim_05", "t": 0.0}
     surface = planet.get("equatorial_radius_m", planet.get("radius_m"))
     out["r0_m_published"] = r0
-    out["r0_m_from_case"] = surface + 30000 * FT
+    out["r0_m_from_case"] = surface + case["initial_conditions"]["alt_m"]
     omega = sim05["eiVelocity_ft_s_Y"] * FT / r0
     out["rotation_rate_rad_s_published"] = omega
     gm, j2 = planet["gravitation"]["GM_m3_s2"], planet["gravitation"]["J2"]
@@ -685,6 +780,11 @@ def build(source: Source, out_dir: Path, period: float) -> list[Path]:
         case["oddities"] += [text for tools, text in COMMON_ODDITIES if tools & present]
         if sim05 is not None:
             case["checks_against_data"] = checks(case, sim05)
+        dml = case["vehicle"]["aero"].get("dave_ml_source")
+        if dml:  # the aero model the runner reads (rollout/verify/daveml.py), copied verbatim
+            (out_dir / case["vehicle"]["aero"]["dave_ml"]).write_text(source.read(dml))
+            written.append(out_dir / case["vehicle"]["aero"]["dave_ml"])
+            case["source"]["files"]["dave_ml"] = dml
         json_path = out_dir / f"atmos_{num}.json"
         json_path.write_text(json.dumps(case, indent=1) + "\n")
         written.append(json_path)

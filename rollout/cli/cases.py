@@ -6,7 +6,9 @@
                                             # ones for the OU case), documented but not gated
     mjharness cases --list | --json out.json | --duration 2.0
     mjharness cases --nesc                  # NASA's NESC 2015 atmospheric cases against the six tools' data
-    mjharness cases nesc_atmos_06           # one of them (nesc_atmos_01, 02, 04, 05, 06, 08)
+    mjharness cases nesc_atmos_06           # one of them (nesc_atmos_01 ... nesc_atmos_10), RK4 and Dormand-Prince
+    mjharness cases --cases-dir DIR atmos_x # a NESC case file DIR/atmos_x.json naming its tools' CSVs
+    mjharness cases --nesc --backend mjx    # the NESC cases on MJX (float64)
 
 Exit status 0 when every gated case passes, 1 when one fails, 2 on an error.
 """
@@ -30,6 +32,8 @@ def add_parser(sub) -> None:
     p.add_argument("--nesc", action="store_true",
                    help="run the NESC 2015 atmospheric check cases (nesc_atmos_01 ...: RK4 at 0.01 s, each column "
                         "against the published tools' spread); they also run by name")
+    p.add_argument("--backend", choices=("mujoco", "mjx"), default="mujoco",
+                   help="backend of the NESC cases (default mujoco: MuJoCo C; mjx: float64)")
     p.add_argument("--json", metavar="FILE", help="write the results as JSON")
     p.add_argument("--cases-dir", help="directory of case files (default: the packaged data/cases, or "
                                        "MJHARNESS_CASES_DIR)")
@@ -39,16 +43,22 @@ def add_parser(sub) -> None:
 def command(args) -> int:
     from mjharness.rollout.verify.cases import format_table, list_cases, load_case, run_suite
     from mjharness.rollout.verify.nesc import NESC_CASES, nesc_table
-    from mjharness.rollout.verify.nesc_case import load_nesc
+    from mjharness.rollout.verify.nesc_case import load_nesc, nesc_path
 
     nesc = list(NESC_CASES) if args.nesc else []
     names = args.names + nesc if args.names or nesc else list_cases(args.cases_dir)
+
+    def is_nesc(n):
+        return nesc_path(n, args.cases_dir) is not None
+
     if args.list:
-        for n in (n for n in names if n not in NESC_CASES):
+        for n in (n for n in names if not is_nesc(n)):
             c = load_case(n, args.cases_dir)
             print(f"{n:26s} {c['integrator']:16s} dt={c['dt']:<8g} {c['duration']:>5g} s  {c['feature']}")
-        for n in NESC_CASES:
-            print(f"{n:26s} {'rk4':16s} dt={0.01:<8g} {30:>5g} s  NESC 2015: {load_nesc(n)['title']}")
+        for n in [n for n in names if is_nesc(n) and n not in NESC_CASES] + list(NESC_CASES):
+            c = load_nesc(n, args.cases_dir)
+            print(f"{n:26s} {'rk4, dopri5':16s} dt={0.01:<8g} {c['run']['duration_s']:>5g} s  "
+                  f"NESC 2015: {c.get('title', c['case'])}")
         return 0
     print(f"mjharness cases: {len(names)} case(s)" + (" x all methods" if args.all_integrators else ""),
           file=sys.stderr)
@@ -56,9 +66,10 @@ def command(args) -> int:
     def progress(r):
         print(f"  {r.case} / {r.integrator}: {r.seconds:.1f} s", file=sys.stderr)
 
-    results = run_suite(names, args.all_integrators, args.duration, cases_dir=args.cases_dir, progress=progress)
+    results = run_suite(names, args.all_integrators, args.duration, cases_dir=args.cases_dir, progress=progress,
+                        backend=args.backend)
     print(format_table(results))
-    nesc_results = [r for r in results if r.case in NESC_CASES]
+    nesc_results = [r for r in results if "columns" in r.details]
     if nesc_results:
         print(nesc_table(nesc_results))
     if args.json:

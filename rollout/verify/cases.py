@@ -9,8 +9,9 @@ when every metric is within its tolerance and no world failed.
 In Python: ``run_case(load_case("dzhanibekov"))`` returns a ``CaseResult`` (metrics, details);
 ``run_suite(all_integrators=True)`` also runs every other registered fixed-step (or stochastic)
 method, documented but not gated. CLI: ``mjharness cases`` (``rollout/cli/cases.py``). The NESC 2015
-atmospheric cases (``nesc_atmos_01`` ...) run by name through the same ``run_suite`` (``nesc.py``): they are
-NASA's published data, not case files, and are not in the default list.
+atmospheric cases (``nesc_atmos_01`` ...) run by name through the same ``run_suite`` (``nesc.py``), with RK4 and
+an adaptive method: the bundled ones are not in the default list; a NESC case file placed in ``cases_dir``
+(one with ``initial_conditions``, docs/nesc.md "Case files") is, and runs by its file name.
 
 How the committed figures read: a case's tolerances are ten times the measured error of its gated
 integrator (RK4; SRA1 for the OU case), rounded up to a power of ten (floor 1e-12). Free-body
@@ -74,11 +75,23 @@ def methods_for(case, all_integrators: bool = False) -> list[str]:
 # -- case files ------------------------------------------------------------------------------------------
 
 def list_cases(cases_dir: str | None = None) -> list[str]:
+    """The case files of ``cases_dir`` (default the packaged data/cases): check cases in their ``order``, then
+    NESC case files by name."""
+    from .nesc_case import nesc_path
+
     d = cases_dir or CASES_DIR
     if not os.path.isdir(d):
         raise CaseError(f"no case directory {d!r} (set MJHARNESS_CASES_DIR or give --cases-dir)")
-    names = [f[:-5] for f in os.listdir(d) if f.endswith(".json")]
-    return sorted(names, key=lambda n: (load_case(n, d).get("order", 99), n))
+    names = sorted(f[:-5] for f in os.listdir(d) if f.endswith(".json"))
+    nesc = [n for n in names if nesc_path(n, d) is not None and n not in _bundled_nesc()]
+    rest = [n for n in names if n not in nesc]
+    return sorted(rest, key=lambda n: (load_case(n, d).get("order", 99), n)) + nesc
+
+
+def _bundled_nesc() -> dict:
+    from .nesc_case import NESC_CASES
+
+    return NESC_CASES
 
 
 def load_case(name: str, cases_dir: str | None = None) -> dict:
@@ -194,16 +207,26 @@ def run_case(case, method: str | None = None, duration: float | None = None) -> 
                       failed_worlds=np.flatnonzero(res.status).tolist())
 
 
+NESC_METHODS = ("rk4", "dormand_prince")   # RK4 at the NESC's 0.01 s; Dormand-Prince at rtol = atol = 1e-10
+
+
 def run_suite(names=None, all_integrators: bool = False, duration: float | None = None, progress=None,
-              cases_dir: str | None = None) -> list[CaseResult]:
-    from .nesc import NESC_CASES, run_nesc
+              cases_dir: str | None = None, backend: str = "mujoco") -> list[CaseResult]:
+    """Run check cases (default: every case file of ``cases_dir``) and NESC cases by name: a ``CaseResult`` each.
+
+    A NESC case (a bundled ``nesc_atmos_NN`` or a NESC case file in ``cases_dir``) runs with ``NESC_METHODS``
+    (``all_integrators``: every fixed-step method too, not gated) on ``backend`` ("mujoco" or "mjx").
+    """
+    from .nesc import run_nesc
+    from .nesc_case import nesc_path
 
     names = names or list_cases(cases_dir)
     out = []
     for n in names:
-        if n in NESC_CASES:   # NASA's published trajectories, not a case file (rollout/verify/nesc.py)
-            for meth in (fixed_methods() if all_integrators else ("rk4",)):
-                out.append(run_nesc(n, meth, duration))
+        if nesc_path(n, cases_dir) is not None:   # NASA's published trajectories (rollout/verify/nesc.py)
+            methods = dict.fromkeys((*fixed_methods(), *NESC_METHODS) if all_integrators else NESC_METHODS)
+            for meth in methods:
+                out.append(run_nesc(n, meth, duration, backend=backend, cases_dir=cases_dir))
                 if progress:
                     progress(out[-1])
             continue
