@@ -27,6 +27,7 @@ from . import (
     inspect,
     probe,
     render,
+    replay,
     rerun,
     run,
     show,
@@ -37,7 +38,8 @@ from .common import import_mujoco
 
 __all__ = ["COMMANDS", "build_parser", "dispatch", "main"]
 
-COMMANDS = (run, show, inspect, check, cases, bench, hangrepro, fit, render, verify, probe, examples, rerun)
+COMMANDS = (run, show, inspect, check, cases, bench, hangrepro, fit, render, verify, probe, examples, rerun,
+            replay)
 # Commands that check their arguments before MuJoCo loads, and import it themselves afterwards (import_mujoco).
 CHECK_FIRST = ("run", "render", "show")
 _DEBUG_HELP = "on an error print the traceback instead of a summary, and every XLA log line"
