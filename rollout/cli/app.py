@@ -22,6 +22,7 @@ from . import (
     check,
     errors,
     examples,
+    export,
     fit,
     hangrepro,
     inspect,
@@ -39,7 +40,7 @@ from .common import import_mujoco
 __all__ = ["COMMANDS", "build_parser", "dispatch", "main"]
 
 COMMANDS = (run, show, inspect, check, cases, bench, hangrepro, fit, render, verify, probe, examples, rerun,
-            replay)
+            export, replay)
 # Commands that check their arguments before MuJoCo loads, and import it themselves afterwards (import_mujoco).
 CHECK_FIRST = ("run", "render", "show")
 _DEBUG_HELP = "on an error print the traceback instead of a summary, and every XLA log line"

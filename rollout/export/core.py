@@ -1,0 +1,322 @@
+"""The shared core of the dataset exports: a rollout file's episodes -> frames of a gym loop.
+
+One frame per control period (what a gym ``step`` is): the observation before the period, the control held
+during it (``/ctrl``), the reward evaluated after it, and whether the episode terminated or was truncated
+there. Everything is planned first (``plan_export``: options, observation names, the output folder, which
+samples end which periods of which episode) and refused with one error before anything is written; the
+writers then read the file in blocks of worlds and cut whole-episode array slices (no Python per frame).
+
+Episode ends (``/episodes`` ``end``) as datasets see them:
+
+- ``terminated``: terminated at the last frame (its next observation is the terminal state, also when the rule
+  fired in the middle of a control period: that last period is then shorter);
+- ``truncated`` (the run ended first): truncated at the last whole control period;
+- ``failed`` (a non-finite state or control): truncated at the last sample before the failed step (the failed
+  step produced no state), with ``failed=True`` in the episode's metadata;
+- ``running`` (a file still being written): not exported; the episodes finished so far are.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from mjharness.rollout.errors import RolloutError
+from mjharness.rollout.h5 import RolloutFile, RolloutFileError
+from mjharness.rollout.h5.format import decode_attr
+from mjharness.rollout.h5.layout import carry_slots_of_table, vds_segment
+
+FORMATS = ("lerobot", "minari")
+DEFAULT_OBS = ("qpos", "qvel")
+# Bytes of one block of worlds read at once (every observation, the controls and rewards of T samples).
+BLOCK_BYTES = 256 * 2**20
+_EVERY = re.compile(r"every=(\d+)")
+
+
+@dataclass(frozen=True)
+class Obs:
+    """One observation: columns ``cols`` of ``/x`` (a state, qpos, qvel, x) or the output ``output``."""
+
+    name: str
+    shape: tuple
+    labels: tuple
+    cols: slice | None = None
+    output: str | None = None
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+
+@dataclass
+class Episode:
+    """One exported episode: ``row`` of ``/episodes``; ``frames`` the sample indices ending its N periods."""
+
+    row: dict
+    frames: np.ndarray
+    local_world: int
+
+    @property
+    def length(self) -> int:
+        return len(self.frames)
+
+
+@dataclass
+class ExportPlan:
+    """What an export reads and writes, checked before anything is written (``plan_export``)."""
+
+    file: RolloutFile
+    format: str
+    out: str
+    obs: tuple
+    every: int
+    record_every: int
+    dt: float
+    fps: float
+    episodes: list
+    skipped: dict
+    has_reward: bool
+    nu: int
+    ctrl_slot: tuple
+    reward_slot: tuple | None
+    meta: dict = field(default_factory=dict)
+
+
+def _controller_every(attrs: dict) -> int:
+    """The Controller's ``every`` (recorded in the root attribute ``controller``), 1 without one."""
+    m = _EVERY.search(str(attrs.get("controller") or ""))
+    return int(m.group(1)) if m else 1
+
+
+def _state_labels(f: RolloutFile, cols: slice) -> tuple:
+    labels = f.h5["state"][cols] if "state" in f.h5 else np.arange(cols.start, cols.stop)
+    return tuple(decode_attr(v) if isinstance(v, bytes) else str(v) for v in labels)
+
+
+def resolve_obs(f: RolloutFile, names) -> tuple:
+    """``Obs`` of each name: "x", "qpos", "qvel", a named state of the layout or a recorded output (one
+    ``RolloutError`` naming the first unknown name and what the file holds)."""
+    if isinstance(names, str):
+        names = tuple(n.strip() for n in names.split(",") if n.strip())
+    names = tuple(names)
+    if not names:
+        raise RolloutError("obs: no observation named (give e.g. obs=('qpos', 'qvel'))")
+    if len(set(names)) != len(names):
+        raise RolloutError(f"obs={list(names)}: a name is given twice")
+    n = int(f.h5["x"].shape[2])
+    out = []
+    for name in names:
+        if name == "x":
+            cols = slice(0, n)
+            out.append(Obs(name, (n,), _state_labels(f, cols), cols=cols))
+        elif name in ("qpos", "qvel") and name in f.h5:
+            cols = vds_segment(f.h5[name])
+            out.append(Obs(name, (cols.stop - cols.start,), _state_labels(f, cols), cols=cols))
+        elif name in f.layout.names:
+            r = f.layout[name]
+            cols = slice(r.offset, r.offset + r.size)
+            out.append(Obs(name, (r.size,), _state_labels(f, cols), cols=cols))
+        elif name in f.output_names:
+            ds = f.h5["outputs"][name]
+            if decode_attr(ds.attrs.get("mujoco_field")) in (None, "", "contacts"):
+                raise RolloutError(f"obs {name!r}: output {name!r} of {f.path} is not a MuJoCo data field (its "
+                                   f"value at an episode's first state cannot be evaluated); use states or a "
+                                   f"field such as 'sensordata'")
+            shape = tuple(int(s) for s in ds.shape[2:])
+            size = int(np.prod(shape, dtype=np.int64))
+            out.append(Obs(name, (size,), tuple(f"{name}[{i}]" for i in range(size)), output=name))
+        else:
+            raise RolloutError(f"obs {name!r}: {f.path} has no state or output {name!r}; states: x, qpos, qvel, "
+                               f"{', '.join(f.layout.names)}; outputs: {', '.join(f.output_names) or 'none'}")
+    return tuple(out)
+
+
+def check_out(out) -> str:
+    """The output folder: absent or empty (refused otherwise, before anything is written)."""
+    out = os.fspath(out)
+    if os.path.exists(out) and (not os.path.isdir(out) or os.listdir(out)):
+        raise RolloutError(f"out={out!r}: exists and is not an empty folder (an export writes a new dataset; "
+                           f"remove it or name another)")
+    parent = os.path.dirname(os.path.abspath(out))
+    if not os.path.isdir(parent):
+        raise RolloutError(f"out={out!r}: its folder {parent} does not exist")
+    return out
+
+
+def check_format(format: str) -> str:
+    if format not in FORMATS:
+        raise RolloutError(f"format={format!r}: not a dataset format; use one of {', '.join(FORMATS)}")
+    return format
+
+
+def period_frames(row: dict, *, record_every: int, every: int) -> np.ndarray:
+    """The sample indices at which the control periods of episode ``row`` end (N,): the samples whose step
+    k has (k + 1 - start) % every == 0, up to the episode's end (module docstring); raises
+    ``RolloutFileError`` when a period end is not a sample."""
+    s = np.asarray(row["samples"], dtype=np.int64)
+    start, end_step, end = int(row["start_step"]), int(row["end_step"]), row["end"]
+    step = (s + 1) * record_every - 1
+    if end == "failed":  # the failed step and the frozen samples after it hold no new state
+        s, step = s[step < end_step], step[step < end_step]
+    at_end = (step + 1 - start) % every == 0
+    if end == "terminated" and len(s):
+        if step[-1] < end_step:
+            raise RolloutFileError(f"world {row['world']} episode {row['episode']}: its terminal state (step "
+                                   f"{end_step}) falls between two samples (record_every={record_every}); record "
+                                   f"every step (or every control period) to export it")
+        at_end[-1] = True  # the terminal state, also mid-period
+    frames = s[at_end]
+    n = len(frames)
+    whole = (step[at_end] + 1 - start) // every
+    expect = np.arange(1, n + 1)
+    if end == "terminated" and n:
+        whole, expect = whole[:-1], expect[:-1]
+    if not np.array_equal(whole, expect):
+        raise RolloutFileError(f"world {row['world']} episode {row['episode']} (start step {start}): its control "
+                               f"periods (every={every}) do not all end on a sample (record_every={record_every}); "
+                               f"record with a record_every that divides every and the episodes' start steps")
+    return frames
+
+
+def _rows(f: RolloutFile) -> list:
+    try:
+        return f.episode_table()
+    except KeyError:  # a run without a termination rule: one truncated episode per world
+        status = f.status
+        T, re_ = f.samples, int(f.attrs["record_every"])
+        off = int(f.attrs.get("world_offset", 0) or 0)
+        steps, complete = int(f.attrs["steps"]), f.complete
+        rows = []
+        for w in range(f.batch):
+            code = int(status[w])
+            end = "failed" if code else ("truncated" if complete else "running")
+            end_step = int(f.status_step[w]) if code else (steps - 1 if complete else T * re_ - 1)
+            rows.append(dict(world=w + off, episode=0, start_step=0, end_step=end_step, end=end,
+                             samples=np.arange(T)))
+        return rows
+
+
+def plan_export(f: RolloutFile, out, *, format: str, obs=DEFAULT_OBS) -> ExportPlan:
+    """Check every option against the file and choose the frames of every episode; nothing is written."""
+    format = check_format(format)
+    obs = resolve_obs(f, obs)
+    out = check_out(out)
+    a = f.attrs
+    slots = carry_slots_of_table(f.table("layout"))
+    if "ctrl" not in slots:
+        raise RolloutFileError(f"{f.path}: no /ctrl (the run's controls were an input array, not a Controller or "
+                               f"a control function): a dataset needs the applied actions")
+    every, record_every, dt = _controller_every(a), int(a["record_every"]), float(a["dt"])
+    if every % record_every:
+        raise RolloutFileError(f"{f.path}: record_every={record_every} does not divide the controller's "
+                               f"every={every}: the ends of the control periods (a dataset's frames) are not all "
+                               f"samples")
+    off = int(a.get("world_offset", 0) or 0)
+    episodes, skipped = [], {"running": 0, "no frames": 0}
+    for row in _rows(f):
+        if row["end"] == "running":
+            skipped["running"] += 1
+            continue
+        frames = (period_frames(row, record_every=record_every, every=every) if row["start_step"] >= 0
+                  else np.zeros(0, np.int64))
+        if len(frames) == 0:
+            skipped["no frames"] += 1
+            continue
+        episodes.append(Episode(row, np.asarray(frames, dtype=np.int64), int(row["world"]) - off))
+    if not episodes:
+        raise RolloutFileError(f"{f.path}: no finished episode with a whole control period to export "
+                               f"({', '.join(f'{v} {k}' for k, v in skipped.items() if v) or 'no episodes'})")
+    has_reward = "reward" in slots
+    return ExportPlan(f, format, out, obs, every, record_every, dt, 1.0 / (every * dt), episodes, skipped,
+                      has_reward, int(slots["ctrl"][2]), slots["ctrl"][1:], slots["reward"][1:] if has_reward else None,
+                      meta=_file_meta(f, a, has_reward, every))
+
+
+def _file_meta(f: RolloutFile, a: dict, has_reward: bool, every: int) -> dict:
+    """Dataset-wide metadata: where the data came from."""
+    return {"source_file": os.path.abspath(f.path), "model_sha256": str(a.get("model_sha256", "")),
+            "scene": str(a.get("scene", "")), "seed": int(a.get("seed", 0)), "dt": float(a["dt"]),
+            "controller_every": every, "record_every": int(a["record_every"]),
+            "reward_recorded": has_reward, "mjharness_version": str(a.get("mjharness_version", ""))}
+
+
+def episode_meta(plan: ExportPlan, ep: Episode) -> dict:
+    """Per-episode metadata: world, episode, how it ended, the seed, the model digest, the world's randomized
+    parameters."""
+    r = ep.row
+    meta = {"world": int(r["world"]), "episode": int(r["episode"]), "end": r["end"], "failed": r["end"] == "failed",
+            "start_step": int(r["start_step"]), "end_step": int(r["end_step"]), "seed": plan.meta["seed"],
+            "model_sha256": plan.meta["model_sha256"], "reward_recorded": plan.has_reward}
+    for k, v in plan.file.model_params.items():
+        meta[f"model_params/{k}"] = np.asarray(v[ep.local_world], dtype=np.float64).tolist()
+    return meta
+
+
+def world_blocks(plan: ExportPlan):
+    """(w0, w1, episodes of worlds w0..w1-1) in world order, each block's arrays within ``BLOCK_BYTES``."""
+    T = plan.file.samples
+    per_world = 8 * T * (sum(o.size for o in plan.obs) + plan.nu + 1) + 1
+    width = max(1, BLOCK_BYTES // per_world)
+    by_world: dict[int, list] = {}
+    for ep in plan.episodes:
+        by_world.setdefault(ep.local_world, []).append(ep)
+    worlds = sorted(by_world)
+    for i in range(0, len(worlds), width):
+        ws = worlds[i:i + width]
+        yield ws[0], ws[-1] + 1, [ep for w in ws for ep in by_world[w]]
+
+
+@dataclass
+class Block:
+    """The arrays of worlds w0..w1-1 over the flushed samples: ``obs`` name -> (T, b, size), ``ctrl`` (T, b, nu),
+    ``reward`` (T, b)."""
+
+    w0: int
+    obs: dict
+    ctrl: np.ndarray
+    reward: np.ndarray
+
+
+def read_block(plan: ExportPlan, w0: int, w1: int) -> Block:
+    f, T = plan.file, plan.file.samples
+    sel = np.s_[:T, w0:w1]
+    x = f.read("x", sel) if any(o.cols is not None for o in plan.obs) else np.zeros((T, w1 - w0, 0))
+    obs = {}
+    for o in plan.obs:
+        if o.cols is not None:
+            obs[o.name] = x[:, :, o.cols]
+        else:
+            obs[o.name] = f.read(f"outputs/{o.output}", sel).reshape(T, w1 - w0, o.size)
+    off, size = plan.ctrl_slot
+    ctrl = f.read("carry", np.s_[:T, w0:w1, off:off + size])
+    if plan.reward_slot is None:
+        reward = np.zeros((T, w1 - w0))
+    else:
+        off, size = plan.reward_slot
+        reward = f.read("carry", np.s_[:T, w0:w1, off:off + size]).reshape(T, w1 - w0)
+    return Block(w0, obs, ctrl, reward)
+
+
+@dataclass
+class Frames:
+    """One episode as a gym loop saw it: ``obs`` name -> (N+1, size), ``action`` (N, nu), ``reward`` (N,),
+    ``terminated``/``truncated`` (N,) bool."""
+
+    obs: dict
+    action: np.ndarray
+    reward: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+
+
+def episode_frames(plan: ExportPlan, block: Block, ep: Episode, first: dict) -> Frames:
+    """Whole-episode slices of ``block``; ``first`` name -> (size,) the observation of the episode's first state."""
+    j, b = ep.frames, ep.local_world - block.w0
+    obs = {name: np.concatenate([first[name][None], a[j, b]]) for name, a in block.obs.items()}
+    n = len(j)
+    terminated, truncated = np.zeros(n, bool), np.zeros(n, bool)
+    (terminated if ep.row["end"] == "terminated" else truncated)[-1] = True
+    return Frames(obs, block.ctrl[j, b], block.reward[j, b], terminated, truncated)

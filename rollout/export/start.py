@@ -1,0 +1,69 @@
+"""The first observation of an episode: the state it starts from, and recorded outputs evaluated there.
+
+The file's samples are states after steps, so an episode's first state is not a sample: it is x0 or the state
+a reset drew (``RolloutFile.episode_start``). Outputs (MuJoCo data fields such as ``sensordata``) are not
+recorded for it either: they are evaluated with ``mj_forward`` on the model that ran, with the world's
+randomized fields and zero controls (no control has been applied yet).
+"""
+
+from __future__ import annotations
+
+import mujoco
+import numpy as np
+
+from mjharness.rollout.h5 import RolloutFile, RolloutFileError
+from mjharness.rollout.h5.format import decode_attr
+from mjharness.rollout.h5.layout import vds_segment
+
+from .core import Episode, ExportPlan
+
+
+def start_state(f: RolloutFile, ep: Episode, x0: np.ndarray) -> np.ndarray:
+    """The state (n,) episode ``ep`` starts from, as ``f.episode_start(world, episode)["x"]`` gives it. Where that
+    is the world's ``/x0`` (a first episode, resets to x0) it is read here directly: ``episode_start`` also rebuilds
+    the episode's carry (the controller's ``init`` under JAX), ~0.3 s an episode."""
+    episode = int(ep.row["episode"])
+    if episode == 0 or str(f.attrs.get("reset_to") or "x0") == "x0":
+        return x0[ep.local_world]
+    return np.asarray(f.episode_start(ep.local_world, episode)["x"], dtype=np.float64)
+
+
+class OutputsAt:
+    """Evaluates the plan's outputs at given states of a world: one ``MjData`` on the file's model, the world's
+    randomized fields written into it."""
+
+    def __init__(self, plan: ExportPlan):
+        self.plan = plan
+        self.outputs = [o for o in plan.obs if o.output is not None]
+        if not self.outputs:
+            return
+        f = plan.file
+        self.model = f.model()
+        self.data = mujoco.MjData(self.model)
+        self.params = f.model_params
+        self.nominal = {k: np.array(getattr(self.model, k)) for k in self.params if hasattr(self.model, k)}
+        missing = [k for k in self.params if k not in self.nominal]
+        if missing:
+            raise RolloutFileError(f"{f.path}: randomized field {missing[0]!r} is not a field of the model: the "
+                                   f"outputs at an episode's first state cannot be evaluated; export states only")
+        self.q, self.v = vds_segment(f.h5["qpos"]), vds_segment(f.h5["qvel"])
+        self.fields = {o.name: decode_attr(f.h5["outputs"][o.output].attrs.get("mujoco_field")) for o in self.outputs}
+
+    def __call__(self, local_world: int, x: np.ndarray) -> dict:
+        if not self.outputs:
+            return {}
+        m, d = self.model, self.data
+        for k, v in self.params.items():
+            getattr(m, k)[...] = np.reshape(v[local_world], self.nominal[k].shape)
+        mujoco.mj_resetData(m, d)
+        d.qpos[:], d.qvel[:] = x[self.q], x[self.v]
+        mujoco.mj_forward(m, d)
+        return {o.name: np.array(getattr(d, self.fields[o.name]), dtype=np.float64).reshape(-1) for o in self.outputs}
+
+
+def first_observations(plan: ExportPlan, ep: Episode, x0: np.ndarray, outputs_at: OutputsAt) -> dict:
+    """name -> (size,) observation of the episode's first state."""
+    x = start_state(plan.file, ep, x0)
+    first = {o.name: x[o.cols] for o in plan.obs if o.cols is not None}
+    first.update(outputs_at(ep.local_world, x))
+    return first
