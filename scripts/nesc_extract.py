@@ -97,6 +97,12 @@ COMPARED = [
     "airspeed",
     "mach",
     "qbar",
+    "ecef_x",
+    "ecef_y",
+    "ecef_z",
+    "eci_x",
+    "eci_y",
+    "eci_z",
 ]
 
 

@@ -50,7 +50,7 @@ UNITS = {"s": 1.0, "ft": 0.3048, "deg": np.pi / 180, "ft/s": 0.3048, "deg/s": np
          "1": 1.0, "lbf/ft^2": 4.4482216152605 / 0.3048 ** 2}
 # compared when a case file does not list its own
 COMPARED = ("lat", "lon", "alt", "v_north", "v_east", "v_down", "phi", "theta", "psi", "p", "q", "r", "airspeed",
-            "mach", "qbar")
+            "mach", "qbar", "ecef_x", "ecef_y", "ecef_z", "eci_x", "eci_y", "eci_z")
 
 
 def _wrap(d):
