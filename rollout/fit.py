@@ -17,6 +17,7 @@ parameters the data cannot determine.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -32,7 +33,7 @@ from . import fit_sensors
 from .engine.params import field_value, resolve_param
 from .engine.simulate import check_param_fields, simulate
 from .errors import RolloutError
-from .fit_host import central_differences, exact, host_residual
+from .fit_host import differences, exact, host_residual
 from .fit_result import FitResult, assemble, element_labels, iteration_reporter
 from .fit_stats import uncertainty
 from .h5.format import is_output
@@ -68,10 +69,15 @@ def _output_target(f, scene, target: str):
     return np.asarray(ds[: f.samples], np.float64), spec
 
 
-def _read(path: PathLike, scene: SceneLike | None, target: str) -> tuple[np.ndarray, np.ndarray, dict, dict, MjScene,
-                                                                        np.ndarray | None, OutputSpec | None]:
+JACOBIANS = ("auto", "exact", "differences")
+
+
+def _read(path: PathLike, scene: SceneLike | None, target: str, jacobian: str = "auto"
+          ) -> tuple[np.ndarray, np.ndarray, dict, dict, MjScene, np.ndarray | None, OutputSpec | None]:
     """(states (T, B, n), x0 (B, n), root attributes, per-world model fields, the scene resolved for gradients
-    (default: the file's model), the recorded output ``target`` or None for ``"x"``, its OutputSpec or None)."""
+    (default: the file's model), the recorded output ``target`` or None for ``"x"``, its OutputSpec or None).
+    ``jacobian="exact"`` asks for a backend with gradients (MJX); "auto" and "differences" take the backend the
+    scene asks for, else the run default (MJX on an accelerator, MuJoCo C on a CPU)."""
     from mjharness.adapters import MjScene
     from mjharness.adapters.backends import BackendError
 
@@ -83,9 +89,10 @@ def _read(path: PathLike, scene: SceneLike | None, target: str) -> tuple[np.ndar
         model = f.model()
         src = model if scene is None else scene
         try:
-            sc = resolve_scene(src, needs={"differentiable": "fit (gradients)"})
-        except BackendError:  # the scene names a backend without gradients (MuJoCo C): finite differences
-            sc = resolve_scene(src)
+            sc = resolve_scene(src, needs={"differentiable": "fit(jacobian='exact')"} if jacobian == "exact" else None)
+        except BackendError as e:  # the scene names a backend without gradients (MuJoCo C)
+            raise RolloutError(f"fit(jacobian='exact'): {e}; jacobian='differences' (or 'auto') fits on it by "
+                               f"finite differences") from None
         if not isinstance(sc, MjScene):
             raise RolloutError(f"fit: the scene must be a MuJoCo scene (an MjScene), not a {type(sc).__name__}")
         out_file, spec = _output_target(f, sc, target) if target != "x" else (None, None)
@@ -184,11 +191,36 @@ def _compiled(key, residual: Callable, data: dict, z0: np.ndarray) -> tuple[Any,
     return got
 
 
-def _solve(residual: Callable[[np.ndarray], np.ndarray], jacobian: Callable[[np.ndarray], np.ndarray],
+# Gauss-Newton's stopping rule besides mujoco.minimize's own: the Newton decrement g' H^-1 g over the free
+# parameters (the cost decrease a full step promises, twice) below this fraction of r'r. At that point the
+# remaining decrease is below the residuals' rounding: without the rule, a Jacobian by differences (its error
+# ~1e-7 relative) turns the last steps into a long series of rejected trial points (each a rollout) while the
+# solver's regularizer climbs to its limit.
+DECREMENT_RTOL = 1e-14
+
+
+class _Converged(Exception):
+    def __init__(self, x: np.ndarray):
+        self.x = x
+
+
+def newton_decrement(jac: np.ndarray, r: np.ndarray, x: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> float:
+    """g' H^-1 g (g = J'r, H = J'J) over the parameters not held at a bound by the gradient (pseudo-inverse: an
+    unidentifiable direction promises nothing)."""
+    g = jac.T @ r
+    free = ~(((x <= lo) & (g > 0)) | ((x >= hi) & (g < 0)))
+    if not free.any():
+        return 0.0
+    jf = jac[:, free]
+    step = np.linalg.lstsq(jf, r, rcond=None)[0]  # H^-1 g without forming J'J
+    return float(g[free] @ step)
+
+
+def _solve(residual: Callable[[np.ndarray], np.ndarray], jacobian: Callable[[np.ndarray, np.ndarray], np.ndarray],
            z0: np.ndarray, lo: np.ndarray, hi: np.ndarray, iterations: int, on_iteration: Callable[[Any], None],
            label: str, progress: bool) -> tuple[np.ndarray, int]:
-    """mujoco.minimize.least_squares on ``residual`` (z (K,) -> (M,)) with its exact ``jacobian`` (z -> (M, K)):
-    (estimate, iterations)."""
+    """mujoco.minimize.least_squares on ``residual`` (z (K,) -> (M,)) with ``jacobian`` (z, r -> (M, K)), stopped
+    also by the Newton decrement (``DECREMENT_RTOL``): (estimate, iterations)."""
     from mujoco import minimize
 
     from .engine.announce import compiling
@@ -200,7 +232,11 @@ def _solve(residual: Callable[[np.ndarray], np.ndarray], jacobian: Callable[[np.
         return np.stack([residual(c) for c in x.T], axis=1)
 
     def jacobian_np(x, r):
-        return jacobian(np.asarray(x, np.float64).reshape(-1))
+        x, r = np.asarray(x, np.float64).reshape(-1), np.asarray(r, np.float64).reshape(-1)
+        jac = jacobian(x, r)
+        if count[0] and newton_decrement(jac, r, x, lo, hi) <= DECREMENT_RTOL * float(r @ r):
+            raise _Converged(x)
+        return jac
 
     compiling(label, progress)
     scale = np.where(np.abs(z0) > 0, np.abs(z0), 1.0)
@@ -210,8 +246,11 @@ def _solve(residual: Callable[[np.ndarray], np.ndarray], jacobian: Callable[[np.
         count[0] = len(trace)
         on_iteration(trace[-1])
 
-    z, _ = minimize.least_squares(z0.astype(np.float64), residual_np, bounds=[lo, hi], jacobian=jacobian_np,
-                                  max_iter=iterations, verbose=0, iter_callback=callback, x_scale=scale)
+    try:
+        z, _ = minimize.least_squares(z0.astype(np.float64), residual_np, bounds=[lo, hi], jacobian=jacobian_np,
+                                      max_iter=iterations, verbose=0, iter_callback=callback, x_scale=scale)
+    except _Converged as c:
+        z = c.x
     return np.asarray(z, np.float64).reshape(-1), count[0]
 
 
@@ -231,22 +270,29 @@ class _Problem:
     attrs: dict
     integ: Any
     times: np.ndarray
+    exact: bool = True
+    backend: str = ""
 
     def residual(self, z: np.ndarray) -> np.ndarray:
         return np.asarray(self.fns[0](z, self.data), np.float64)
 
-    def jacobian(self, z: np.ndarray) -> np.ndarray:
-        return np.asarray(self.fns[1](z, self.data), np.float64)
+    def jacobian(self, z: np.ndarray, r: np.ndarray | None = None, final: bool = False) -> np.ndarray:
+        """The Jacobian at ``z`` (exact, or by differences on a backend without gradients: forward from the
+        residuals ``r`` at z during the iterations, central at the solution, ``final``)."""
+        if self.exact:
+            return np.asarray(self.fns[1](z, self.data), np.float64)
+        return np.asarray(self.fns[1](z, self.data, r, final), np.float64)
 
 
 def _problem(path: PathLike, params: Sequence[str], scene: SceneLike | None, integrator: IntegratorLike,
-             start: Start, noise, target: str, window: tuple[float, float] | None = None) -> _Problem:
+             start: Start, noise, target: str, window: tuple[float, float] | None = None,
+             jacobian: str = "auto") -> _Problem:
     """The compiled residuals of one file (``fit``'s arguments)."""
     import jax.numpy as jnp
 
     from .engine.plan import scene_integrator
 
-    xs_file, x0, attrs, file_params, sc, out_file, spec = _read(path, scene, target)
+    xs_file, x0, attrs, file_params, sc, out_file, spec = _read(path, scene, target, jacobian)
     own = attrs.get("integrator")
     own = own.get("name") if isinstance(own, dict) else own
     integ = scene_integrator(sc, integrator if integrator is not None else own)
@@ -284,12 +330,12 @@ def _problem(path: PathLike, params: Sequence[str], scene: SceneLike | None, int
             xs = fit_sensors.apply(xs, t, sensors, dims) if sensors else xs  # delays reach before the window
         return jnp.ravel((xs[first:] - data["goal"]) / data["weight"])
 
-    if not exact(sc):
+    if jacobian == "differences" or not exact(sc):
         host = host_residual(sc, integ, dt, steps, R, t0, first, resolved, shapes, sizes, per_element, per_world,
                               spec, dims)
-        return _Problem(path=os.path.abspath(os.fspath(path)), fns=(host, central_differences(host)), data=data,
+        return _Problem(path=os.path.abspath(os.fspath(path)), fns=(host, differences(host)), data=data,
                         z0=z0, s0=s0, shapes=shapes, sizes=sizes, resolved=resolved, attrs=attrs, integ=integ,
-                        times=times[first:last])
+                        times=times[first:last], exact=False, backend=sc.backend)
     tk = sc.trace_key()
     key = None if tk is None else (
         tk, repr(getattr(integ, "config", lambda: integ)()), repr(resolved), tuple(shapes), per_element,
@@ -297,7 +343,7 @@ def _problem(path: PathLike, params: Sequence[str], scene: SceneLike | None, int
         tuple((k, np.shape(v)) for k, v in sorted(data["base"].items())), np.shape(goal), np.shape(x0))
     return _Problem(path=os.path.abspath(os.fspath(path)), fns=_compiled(key, residual, data, z0), data=data, z0=z0,
                     s0=s0, shapes=shapes, sizes=sizes, resolved=resolved, attrs=attrs, integ=integ,
-                    times=times[first:last])
+                    times=times[first:last], backend=sc.backend)
 
 
 def _window(window: tuple[float, float] | None, times: np.ndarray, path) -> tuple[int, int]:
@@ -334,7 +380,7 @@ def fit(path: PathLike | Sequence[PathLike], params: Sequence[str], *, scene: Sc
         start: Start = None, noise: ArrayLike | None = None, per_file: Sequence[str] = (),
         window: tuple[float, float] | None = None, iterations: int = 100,
         callback: Callable[[dict], object] | None = None, target: str = "x", progress: bool = True,
-        report: PathLike | None = None) -> FitResult:
+        report: PathLike | None = None, jacobian: str = "auto") -> FitResult:
     """Fit ``params`` (list of ``field:name``) to the states (``target="x"``) or a recorded output
     (``target="outputs:<name>"``) of the rollout file ``path`` (or several files, fitted jointly) by bounded least
     squares; returns a ``FitResult`` with standard errors, 95 % intervals, correlations and the unidentifiable
@@ -355,11 +401,18 @@ def fit(path: PathLike | Sequence[PathLike], params: Sequence[str], *, scene: Sc
     each iteration's record. ``progress``: say when the Jacobian compiles and show the iterations on stderr.
     report: a folder for the fit's report (``fit_report``: the result and its inputs in ``fit.h5``, the table,
     parameter, residual and prediction plots (the first file's), ``index.html``).
+    jacobian: "exact" (forward- or reverse-mode through the MJX rollout, whichever is cheaper for the shape),
+    "differences" (finite differences of batched rollouts: forward during the iterations, all points of one
+    Jacobian in one run; central at the solution, for the intervals) or "auto" (default): exact where the scene's
+    backend differentiates, which without a given scene is MJX on an accelerator; on a CPU the file's model runs
+    on MuJoCo C by differences (there MJX's compile alone outlasts a fit: docs/fit.md).
     """
     configure()  # float64 before the first array (idempotent)
     paths = [path] if isinstance(path, (str, os.PathLike)) else list(path)
     _check_arguments(paths, params, per_file, start, target, iterations)
-    probs = [_problem(p, params, scene, integrator, start, noise, target, window) for p in paths]
+    if jacobian not in JACOBIANS:
+        raise RolloutError(f"jacobian must be one of {', '.join(JACOBIANS)}, got {jacobian!r}")
+    probs = [_problem(p, params, scene, integrator, start, noise, target, window, jacobian) for p in paths]
     if any(q.sizes != probs[0].sizes for q in probs):
         raise RolloutError(f"the files give the parameters different sizes: {[q.sizes for q in probs]}")
     blocks, index = _blocks(params, per_file, probs)
@@ -375,27 +428,29 @@ def fit(path: PathLike | Sequence[PathLike], params: Sequence[str], *, scene: Sc
     def residual(z):
         return np.concatenate([q.residual(z[ix]) for q, ix in zip(probs, index)])
 
-    def jacobian(z):
+    def jacobian_of(z, r=None, final=False):
         jac = np.zeros((rows[-1], z.size))
         for q, ix, a, b in zip(probs, index, rows[:-1], rows[1:]):
-            jac[a:b, ix] = q.jacobian(z[ix])
+            jac[a:b, ix] = q.jacobian(z[ix], None if r is None else r[a:b], final)
         return jac
 
     history: list[dict] = []
     per_element = start == "file"
     on_iter = iteration_reporter(names, sizes, shapes, s0, per_element, history, callback, progress, iterations)
-    z, n_iter = _solve(residual, jacobian, z0, lo, hi, iterations, on_iter,
+    z, n_iter = _solve(residual, jacobian_of, z0, lo, hi, iterations, on_iter,
                        f"fit: the Jacobian of the residuals over {', '.join(params)}", progress)
     on_iter(None)
     r = residual(z)
-    u = uncertainty(jacobian(z), r, known_noise=noise is not None)
+    u = uncertainty(jacobian_of(z, r, final=True), r, known_noise=noise is not None)
     res = assemble(names, element_labels(names, sizes), sizes, shapes, s0, per_element, z, u, float(0.5 * r @ r),
                    n_iter, history)
+    q = probs[0]
+    res = dataclasses.replace(res, jacobian=f"{'exact' if q.exact else 'differences'} ({q.backend})")
     if report is not None:
-        q = probs[0]
         inputs = dict(file=q.path if len(paths) == 1 else [x.path for x in probs],
                       model_sha256=str(q.attrs.get("model_sha256", "")), params=list(params), per_file=list(per_file),
                       bounds=bounds, start=start, noise=noise, target=target, iterations=iterations, window=window,
+                      jacobian=res.jacobian,
                       integrator=q.integ.config() if hasattr(q.integ, "config") else str(q.integ))
         _write_report(os.fspath(report), res, inputs, dict(zip(names, s0)), q.times, q.data["goal"],
                       r[:rows[1]], q.data["weight"], target)

@@ -16,14 +16,14 @@ def exact(scene) -> bool:
 
 
 def host_residual(sc, integ, dt, steps, R, t0, first, resolved, shapes, sizes, per_element, per_world, spec,
-                   dims) -> Callable:
+                  dims) -> Callable:
     """``residual(z, data)`` by ``rollout`` on a backend without gradients (MuJoCo C): each world's fields set as
-    ``model_params``, the recorded quantity from the in-memory result."""
+    ``model_params``, the recorded quantity from the in-memory result. ``z`` (K,) gives the residuals (M,); ``z``
+    (K, c), c points as columns, gives (M, c) from ONE run of c copies of the batch (a Jacobian's differences
+    cost one call, not one per point)."""
     from . import rollout
 
-    def residual(z, data):
-        z = np.asarray(z, np.float64)
-        B = data["x0"].shape[0]
+    def fields_of(z, data):
         fields = {k: np.array(v, np.float64) for k, v in data["base"].items()}
         sensors = []
         for (fld, idx), s, part, shape in zip(resolved, data["s0"], np.split(z, np.cumsum(sizes)[:-1]), shapes):
@@ -32,27 +32,52 @@ def host_residual(sc, integ, dt, steps, R, t0, first, resolved, shapes, sizes, p
                 sensors.append((fld, idx, part))
             else:
                 fields[fld][idx] = s * part if per_element else part
-        fields = {k: v if per_world else np.broadcast_to(v, (B,) + v.shape).copy() for k, v in fields.items()}
-        r = rollout(sc, integ, dt=dt, steps=steps, x0=data["x0"], t0=t0, record_every=R, model_params=fields,
-                    outputs=None if spec is None else [spec.name], progress=False)
-        xs = np.asarray(r.x if spec is None else r.outputs[spec.name], np.float64)
-        if sensors:
-            xs = np.asarray(fit_sensors.apply(xs, np.asarray(r.time), sensors, dims), np.float64)
-        return ((xs[first:] - data["goal"]) / data["weight"]).ravel()
+        return fields, sensors
+
+    def residual(z, data):
+        z = np.asarray(z, np.float64)
+        cols = z[:, None] if z.ndim == 1 else z
+        B, c = data["x0"].shape[0], cols.shape[1]
+        per_col = [fields_of(cols[:, j], data) for j in range(c)]
+        names = list(per_col[0][0])
+        fields = {k: np.concatenate([f[k] if per_world else np.broadcast_to(f[k], (B,) + f[k].shape)
+                                     for f, _ in per_col]) for k in names}
+        r = rollout(sc, integ, dt=dt, steps=steps, x0=np.tile(data["x0"], (c, 1)), t0=t0, record_every=R,
+                    model_params=fields, outputs=None if spec is None else [spec.name], progress=False)
+        xs_all = np.asarray(r.x if spec is None else r.outputs[spec.name], np.float64)
+        out = np.empty((data["goal"].size, c))
+        for j, (_, sensors) in enumerate(per_col):
+            xs = xs_all[:, j * B:(j + 1) * B]
+            if sensors:  # (fit_sensors works on JAX arrays: the exact path traces it)
+                import jax.numpy as jnp
+
+                xs = np.asarray(fit_sensors.apply(jnp.asarray(xs), jnp.asarray(r.time), sensors, dims), np.float64)
+            out[:, j] = ((xs[first:] - data["goal"]) / data["weight"]).ravel()
+        return out[:, 0] if z.ndim == 1 else out
 
     return residual
 
 
-def central_differences(residual: Callable) -> Callable:
-    """``jacobian(z, data)`` of ``residual`` by central differences, steps of cbrt(eps) relative (at least that)."""
-    def jacobian(z, data):
+def differences(residual: Callable) -> Callable:
+    """``jacobian(z, data, r0=None, central=False)`` of ``residual`` by finite differences, all points in one call
+    of ``residual`` (columns): forward differences (steps sqrt(eps) relative, at least that) from ``r0`` =
+    residual(z) when the solver has it (a solver iteration: K runs, as ``mujoco.minimize`` spends), else with z
+    in the same call; ``central=True``: central differences (steps cbrt(eps); 2K runs), for the intervals at
+    the solution."""
+    def jacobian(z, data, r0=None, central=False):
         z = np.asarray(z, np.float64)
-        h = np.cbrt(np.finfo(np.float64).eps) * np.maximum(np.abs(z), 1.0)
-        cols = []
-        for j in range(z.size):
-            e = np.zeros_like(z)
-            e[j] = h[j]
-            cols.append((residual(z + e, data) - residual(z - e, data)) / (2 * h[j]))
-        return np.stack(cols, axis=1)
+        scale = np.maximum(np.abs(z), 1.0)
+        if central:
+            h = np.cbrt(np.finfo(np.float64).eps) * scale
+            r = residual(np.concatenate([z[:, None] + np.diag(h), z[:, None] - np.diag(h)], axis=1), data)
+            return (r[:, :z.size] - r[:, z.size:]) / (2 * h)
+        h = np.sqrt(np.finfo(np.float64).eps) * scale
+        pts = z[:, None] + np.diag(h)
+        if r0 is None:
+            r = residual(np.concatenate([pts, z[:, None]], axis=1), data)
+            r0, r = r[:, -1], r[:, :-1]
+        else:
+            r = residual(pts, data)
+        return (r - np.asarray(r0, np.float64)[:, None]) / h
 
     return jacobian

@@ -39,7 +39,8 @@ def summary_lines(res) -> list[str]:
         flag = "  unidentifiable" if any(e == p or e.startswith(p + "[") for e in res.unidentifiable) else ""
         lines.append(f"{p:<28} {fmt(res.values[p]):>14} {fmt(res.stderr[p]):>12}  [{fmt(lo)}, {fmt(hi)}]{flag}")
     r = res.residuals
-    lines.append(f"cost {res.cost:.4e} after {res.iterations} iterations; condition number "
+    how = f" (Jacobian: {res.jacobian})" if res.jacobian else ""
+    lines.append(f"cost {res.cost:.4e} after {res.iterations} iterations{how}; condition number "
                  f"{res.condition_number:.3g}; residual rms {r['rms']:.3g}, reduced chi2 {r['reduced_chi2']:.3g} "
                  f"({r['dof']} dof)")
     return lines

@@ -36,6 +36,7 @@ class FitResult:
     iterations: int
     history: list[dict] = dataclasses.field(repr=False)
     residuals: dict[str, float] = dataclasses.field(default_factory=dict)
+    jacobian: str = ""   # how the Jacobian was computed: "exact (mjx)" or "differences (mujoco)"
 
     def to_dict(self) -> dict:
         """JSON-ready (non-finite numbers as None)."""
@@ -50,6 +51,7 @@ class FitResult:
                 "elements": self.elements, "correlation": clean(self.correlation),
                 "unidentifiable": self.unidentifiable, "condition_number": clean(self.condition_number),
                 "cost": self.cost, "iterations": self.iterations, "residuals": self.residuals,
+                "jacobian": self.jacobian,
                 "history": self.history}
 
 

@@ -100,18 +100,29 @@ def test_mujoco_minimize_with_finite_differences_on_c_agrees(noisy_file):
 
 
 def test_a_mujoco_c_scene_fits_by_finite_differences(noisy_file):
-    """A scene on backend='mujoco' (no gradients) fits by central differences on MuJoCo C rollouts: the same
-    estimates as the exact Jacobian through MJX (to 1e-9), the same intervals (to 1e-4 relative)."""
+    """A scene on backend='mujoco' (no gradients) fits by finite differences of batched MuJoCo C rollouts: the same
+    estimates as the exact Jacobian through MJX (to 1e-9), the same intervals (to 1e-4 relative). On a CPU,
+    jacobian='auto' takes that path for the file's own model; jacobian='exact' asks for MJX."""
     from mjharness.adapters import MjScene
 
     scene, path = noisy_file
     start = {"body_mass:link1": 1.5 * MASS, "dof_damping:shoulder": 0.5 * DAMP}
     c = fit(path, list(start), scene=MjScene("double_pendulum", backend="mujoco"), integrator="rk4", start=start,
             noise=1e-3, progress=False)
-    ours = fit(path, list(start), scene=scene, integrator="rk4", start=start, noise=1e-3, progress=False)
+    ours = fit(path, list(start), scene=scene, integrator="rk4", start=start, noise=1e-3, progress=False,
+               jacobian="exact")
+    assert c.jacobian == "differences (mujoco)" and ours.jacobian == "exact (mjx)"
     for k in start:
         assert abs(c.values[k] - ours.values[k]) < 1e-9 * ours.values[k], (k, c.values[k], ours.values[k])
         assert c.stderr[k] == pytest.approx(ours.stderr[k], rel=1e-4)
+    auto = fit(path, list(start), integrator="rk4", start=start, noise=1e-3, progress=False)  # the file's model
+    assert auto.jacobian == "differences (mujoco)"  # (this machine has no accelerator)
+    assert auto.values == pytest.approx(c.values, rel=1e-12)
+    with pytest.raises(RolloutError, match="jacobian='exact'"):
+        fit(path, ["dof_damping:shoulder"], scene=MjScene("double_pendulum", backend="mujoco"), jacobian="exact",
+            progress=False)
+    with pytest.raises(RolloutError, match="jacobian must be one of auto, exact, differences"):
+        fit(path, ["dof_damping:shoulder"], jacobian="fd", progress=False)
 
 
 def test_bounds_hold_and_are_checked(noisy_file):

@@ -33,6 +33,9 @@ def add_parser(sub) -> None:
     p.add_argument("--integrator", default=None, help="default: the file's integrator")
     p.add_argument("--target", default="x", metavar="x|outputs:NAME",
                    help="what to fit: the file's states (x, default) or a recorded output, e.g. outputs:sensordata")
+    p.add_argument("--jacobian", default="auto", choices=("auto", "exact", "differences"),
+                   help="exact (through MJX), differences (batched finite differences of rollouts) or auto: exact "
+                        "on an accelerator, differences on MuJoCo C on a CPU (docs/fit.md)")
     p.add_argument("--json-out", default=None)
     p.add_argument("--report", default=None, metavar="DIR",
                    help="write a report: fit.h5 (result and inputs), plots of parameters, residuals and predictions, "
@@ -81,7 +84,7 @@ def command(args) -> int:
     files = args.file[0] if len(args.file) == 1 else args.file
     res = fit(files, args.params, per_file=args.per_file, window=args.window, integrator=args.integrator,
               iterations=args.iterations, bounds=bounds or None, noise=args.noise, start=start or None, callback=show,
-              target=args.target, report=args.report)
+              target=args.target, report=args.report, jacobian=args.jacobian)
     out = args.json_out or os.path.splitext(args.file[0])[0] + ".fit.json"
     with open(out, "w") as f:
         json.dump(res.to_dict(), f, indent=1)

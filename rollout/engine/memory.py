@@ -97,17 +97,29 @@ def refusal(est: MemoryEstimate, host_avail: int, device_avail: int | None) -> s
             f"shrinks everything")
 
 
+_DATA_BYTES: dict = {}  # model sizes -> MjData bytes: an MjData is made once per model shape, not once per run
+
+
+def _data_bytes(model) -> int:
+    """Bytes of one MjData of ``model`` (its buffer), keyed by the model's sizes (its own buffer's size stands for
+    the many size fields; an estimate needs no more)."""
+    key = tuple(int(getattr(model, f, 0)) for f in ("nbuffer", "narena", "nq", "nv", "nu", "na", "nbody", "ngeom",
+                                                     "nsensordata", "njmax", "nconmax"))
+    got = _DATA_BYTES.get(key)
+    if got is None:
+        import mujoco
+
+        got = _DATA_BYTES[key] = int(mujoco.MjData(model).nbuffer)
+    return got
+
+
 def check(*, scene, layout_size: int, batch: int, samples: int, chunk_samples: int, outputs, keep: bool,
           devices, nu_steps: int = 0) -> MemoryEstimate:
     """``estimate`` for a scene about to run; raises ``RolloutError`` (with the estimate) when it cannot fit."""
     from ..errors import RolloutError
 
     model = getattr(scene, "model", None)
-    world_data = 0
-    if model is not None and hasattr(model, "nq"):
-        import mujoco
-
-        world_data = int(mujoco.MjData(model).nbuffer)
+    world_data = _data_bytes(model) if model is not None and hasattr(model, "nq") else 0
     nc = int(getattr(model, "nv", 0) or 0)  # a MuJoCo scene carries its warm start (nv); others: small
     width = sum(int(_prod(o.shape)) for o in outputs or ())
     est = estimate(n=layout_size, nc=nc, batch=batch, samples=samples, chunk_samples=chunk_samples,

@@ -8,6 +8,7 @@ that a resume must match).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.metadata
 import json
@@ -20,6 +21,7 @@ from .format import FORMAT, FORMAT_VERSION
 from .model import model_sha256
 
 
+@functools.cache  # a distribution's metadata is parsed once per process, not once per run
 def version(dist: str) -> str:
     try:
         return importlib.metadata.version(dist)
