@@ -1,10 +1,12 @@
-"""A NESC 2015 atmospheric check case (data/nesc/atmos_NN.json) as a MuJoCo scene with force providers.
+"""A NESC 2015 atmospheric check case (data/nesc/atmos_NN.json, or a case file of one's own) as a MuJoCo scene.
 
-The world frame is ECI, aligned with ECEF at t = 0; the vehicle is one free body with the case's mass and
-inertia at its centre of mass; MuJoCo's own gravity is 0 and gravitation (J2 or point mass, as the case says)
-and aerodynamics (drag on the air-relative velocity in the rotating atmosphere with the case's wind; the
-brick's rate damping where its coefficients are non-zero) are force providers evaluated at every stage.
-Everything here is SI: the case JSON's ``*_m``, ``*_kg``, ``*_rad`` fields are read, never its English ones.
+The world frame is ECI, aligned with ECEF at t = 0; the vehicle is a rigid body about its centre of mass (three
+world-axis slides for the centre of mass, a ball joint for the attitude: ``nesc_xml`` says why not one free
+joint); MuJoCo's own gravity is 0 and gravitation (J2 or point mass, as the case says) and aerodynamics (drag on
+the air-relative velocity in the rotating atmosphere with the case's wind; rate damping, from the case or its
+DAVE-ML model) are one force provider evaluated at every stage. ``load_nesc`` validates a case file against
+``REQUIRED`` (docs/nesc.md, "Case files"), one ``CaseError`` naming the file and field. Everything here is SI:
+the case JSON's ``*_m``, ``*_kg``, ``*_rad`` fields are read, never its English ones.
 """
 
 from __future__ import annotations
