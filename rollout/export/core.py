@@ -83,6 +83,8 @@ class ExportPlan:
     ctrl_slot: tuple
     reward_slot: tuple | None
     meta: dict = field(default_factory=dict)
+    reset_to: str = "x0"
+    model_params: dict = field(default_factory=dict)  # read once: RolloutFile reads on every access
 
 
 def _controller_every(attrs: dict) -> int:
@@ -232,7 +234,8 @@ def plan_export(f: RolloutFile, out, *, format: str, obs=DEFAULT_OBS) -> ExportP
     has_reward = "reward" in slots
     return ExportPlan(f, format, out, obs, every, record_every, dt, 1.0 / (every * dt), episodes, skipped,
                       has_reward, int(slots["ctrl"][2]), slots["ctrl"][1:], slots["reward"][1:] if has_reward else None,
-                      meta=_file_meta(f, a, has_reward, every))
+                      meta=_file_meta(f, a, has_reward, every), reset_to=str(a.get("reset_to") or "x0"),
+                      model_params=f.model_params)
 
 
 def _file_meta(f: RolloutFile, a: dict, has_reward: bool, every: int) -> dict:
@@ -250,7 +253,7 @@ def episode_meta(plan: ExportPlan, ep: Episode) -> dict:
     meta = {"world": int(r["world"]), "episode": int(r["episode"]), "end": r["end"], "failed": r["end"] == "failed",
             "start_step": int(r["start_step"]), "end_step": int(r["end_step"]), "seed": plan.meta["seed"],
             "model_sha256": plan.meta["model_sha256"], "reward_recorded": plan.has_reward}
-    for k, v in plan.file.model_params.items():
+    for k, v in plan.model_params.items():
         meta[f"model_params/{k}"] = np.asarray(v[ep.local_world], dtype=np.float64).tolist()
     return meta
 
@@ -271,11 +274,12 @@ def world_blocks(plan: ExportPlan):
 
 @dataclass
 class Block:
-    """The arrays of worlds w0..w1-1 over the flushed samples: ``obs`` name -> (T, b, size), ``ctrl`` (T, b, nu),
-    ``reward`` (T, b)."""
+    """The arrays of worlds w0..w1-1 over the flushed samples: ``x`` (T, b, n) (when a state is observed),
+    ``outputs`` name -> (T, b, size), ``ctrl`` (T, b, nu), ``reward`` (T, b)."""
 
     w0: int
-    obs: dict
+    x: np.ndarray
+    outputs: dict
     ctrl: np.ndarray
     reward: np.ndarray
 
@@ -284,39 +288,62 @@ def read_block(plan: ExportPlan, w0: int, w1: int) -> Block:
     f, T = plan.file, plan.file.samples
     sel = np.s_[:T, w0:w1]
     x = f.read("x", sel) if any(o.cols is not None for o in plan.obs) else np.zeros((T, w1 - w0, 0))
-    obs = {}
-    for o in plan.obs:
-        if o.cols is not None:
-            obs[o.name] = x[:, :, o.cols]
-        else:
-            obs[o.name] = f.read(f"outputs/{o.output}", sel).reshape(T, w1 - w0, o.size)
+    outputs = {o.name: f.read(f"outputs/{o.output}", sel).reshape(T, w1 - w0, o.size)
+               for o in plan.obs if o.output is not None}
+    carry = f.read("carry", sel)  # one read: its chunks hold every entry, each checksummed
     off, size = plan.ctrl_slot
-    ctrl = f.read("carry", np.s_[:T, w0:w1, off:off + size])
+    ctrl = carry[:, :, off:off + size]
     if plan.reward_slot is None:
         reward = np.zeros((T, w1 - w0))
     else:
         off, size = plan.reward_slot
-        reward = f.read("carry", np.s_[:T, w0:w1, off:off + size]).reshape(T, w1 - w0)
-    return Block(w0, obs, ctrl, reward)
+        reward = carry[:, :, off:off + size].reshape(T, w1 - w0)
+    return Block(w0, x, outputs, ctrl, reward)
 
 
 @dataclass
 class Frames:
-    """One episode as a gym loop saw it: ``obs`` name -> (N+1, size), ``action`` (N, nu), ``reward`` (N,),
-    ``terminated``/``truncated`` (N,) bool."""
+    """Episodes ``eps`` of a block as a gym loop saw them, concatenated: episode i holds frames
+    ``bounds[i]:bounds[i+1]``. ``before``/``after`` name -> (F, size) the observation before and after each
+    frame's period (``before`` of an episode's first frame: its first state), ``action`` (F, nu), ``reward``
+    (F,), ``terminated``/``truncated`` (F,) bool (an episode's last frame)."""
 
-    obs: dict
+    bounds: np.ndarray
+    before: dict
+    after: dict
     action: np.ndarray
     reward: np.ndarray
     terminated: np.ndarray
     truncated: np.ndarray
 
+    def observations(self, i: int) -> dict:
+        """Episode i's N+1 observations: its first state, then each period's end."""
+        a, b = self.bounds[i], self.bounds[i + 1]
+        return {k: np.concatenate([self.before[k][a:a + 1], v[a:b]]) for k, v in self.after.items()}
 
-def episode_frames(plan: ExportPlan, block: Block, ep: Episode, first: dict) -> Frames:
-    """Whole-episode slices of ``block``; ``first`` name -> (size,) the observation of the episode's first state."""
-    j, b = ep.frames, ep.local_world - block.w0
-    obs = {name: np.concatenate([first[name][None], a[j, b]]) for name, a in block.obs.items()}
-    n = len(j)
-    terminated, truncated = np.zeros(n, bool), np.zeros(n, bool)
-    (terminated if ep.row["end"] == "terminated" else truncated)[-1] = True
-    return Frames(obs, block.ctrl[j, b], block.reward[j, b], terminated, truncated)
+    def episode(self, i: int) -> slice:
+        return slice(int(self.bounds[i]), int(self.bounds[i + 1]))
+
+
+def block_frames(plan: ExportPlan, block: Block, eps: list, firsts: list) -> Frames:
+    """The frames of episodes ``eps`` of ``block``: one gather per array over every episode (no Python per frame);
+    ``firsts[i]`` name -> (size,) the observation of episode i's first state."""
+    lengths = np.array([ep.length for ep in eps], dtype=np.int64)
+    bounds = np.concatenate([[0], np.cumsum(lengths)])
+    js = np.concatenate([ep.frames for ep in eps])
+    bs = np.repeat(np.array([ep.local_world - block.w0 for ep in eps], dtype=np.int64), lengths)
+    rows = js * block.x.shape[1] + bs  # (sample, world) -> row of the (T * b, ...) view: one np.take per array
+    take = lambda a: np.take(a.reshape((-1,) + a.shape[2:]), rows, axis=0)  # noqa: E731
+    x = take(block.x)
+    after = {o.name: x[:, o.cols] if o.cols is not None else take(block.outputs[o.name]) for o in plan.obs}
+    starts, ends = bounds[:-1], bounds[1:] - 1
+    before = {}
+    for name, a in after.items():
+        b = np.empty_like(a)
+        b[1:] = a[:-1]
+        b[starts] = np.stack([first[name] for first in firsts])
+        before[name] = b
+    terminated, truncated = np.zeros(len(js), bool), np.zeros(len(js), bool)
+    ended = np.array([ep.row["end"] == "terminated" for ep in eps])
+    terminated[ends[ended]], truncated[ends[~ended]] = True, True
+    return Frames(bounds, before, after, take(block.ctrl), take(block.reward), terminated, truncated)

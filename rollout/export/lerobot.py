@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from .core import ExportPlan, episode_frames, episode_meta, read_block, world_blocks
+from .core import ExportPlan, block_frames, episode_meta, read_block, world_blocks
 from .start import OutputsAt, first_observations
 
 CODEBASE_VERSION = "v3.0"
@@ -75,7 +75,10 @@ class Stats:
 
     def add(self, name: str, a: np.ndarray, axis=0) -> None:
         a = np.asarray(a, dtype=np.float64)
-        s = (a.min(axis=axis), a.max(axis=axis), a.sum(axis=axis), (a * a).sum(axis=axis), a.shape[0])
+        self.merge(name, (a.min(axis=axis), a.max(axis=axis), a.sum(axis=axis), (a * a).sum(axis=axis), a.shape[0]))
+
+    def merge(self, name: str, s: tuple) -> None:
+        """Add (min, max, sum, sum of squares, count) of more frames."""
         if name not in self.acc:
             self.acc[name] = list(s)
             return
@@ -95,15 +98,18 @@ class Stats:
         return out
 
 
-def _episode_stats(columns: dict, bounds: np.ndarray) -> dict:
-    """stats/<feature>/<stat> of each episode: ``reduceat`` over the concatenated frames ``bounds`` (E+1,)."""
+def _episode_stats(columns: dict, bounds: np.ndarray, stats: Stats) -> dict:
+    """stats/<feature>/<stat> of each episode: ``reduceat`` over the concatenated frames ``bounds`` (E+1,); the
+    same sums, merged, make the dataset's stats."""
     starts, n = bounds[:-1], np.diff(bounds)
     out = {}
     for name, a in columns.items():
         a = np.asarray(a, dtype=np.float64).reshape(len(a), -1)
-        mean = np.add.reduceat(a, starts, axis=0) / n[:, None]
-        var = np.maximum(np.add.reduceat(a * a, starts, axis=0) / n[:, None] - mean * mean, 0.0)
+        s, ss = np.add.reduceat(a, starts, axis=0), np.add.reduceat(a * a, starts, axis=0)
         lo, hi = np.minimum.reduceat(a, starts, axis=0), np.maximum.reduceat(a, starts, axis=0)
+        stats.merge(name, (lo.min(axis=0), hi.max(axis=0), s.sum(axis=0), ss.sum(axis=0), int(n.sum())))
+        mean = s / n[:, None]
+        var = np.maximum(ss / n[:, None] - mean * mean, 0.0)
         for stat, v in (("min", lo), ("max", hi), ("mean", mean), ("std", np.sqrt(var))):
             out[f"stats/{name}/{stat}"] = v
         out[f"stats/{name}/count"] = n[:, None]
@@ -119,28 +125,25 @@ def _column(a: np.ndarray):
     return pa.FixedSizeListArray.from_arrays(pa.array(np.ascontiguousarray(a).reshape(-1)), a.shape[1])
 
 
-def _block_columns(plan: ExportPlan, frames: list, first_index: int, first_episode: int) -> tuple:
-    """The data columns of a block's episodes (concatenated) and the frame bounds of each episode."""
-    lengths = np.array([len(fr.action) for fr in frames], dtype=np.int64)
-    bounds = np.concatenate([[0], np.cumsum(lengths)])
-    total = int(bounds[-1])
+def _block_columns(plan: ExportPlan, fr, first_index: int, first_episode: int) -> dict:
+    """The data columns of a block's episodes (``core.Frames``, concatenated)."""
+    bounds = fr.bounds
+    lengths, total = np.diff(bounds), int(bounds[-1])
     frame_index = np.arange(total, dtype=np.int64) - np.repeat(bounds[:-1], lengths)
-    names = [o.name for o in plan.obs]
     cols = {
-        "observation.state": np.concatenate([np.concatenate([fr.obs[k][:-1] for k in names], axis=1)
-                                             for fr in frames]),
-        "action": np.concatenate([fr.action for fr in frames]).reshape(total, plan.nu),
-        "next.reward": np.concatenate([fr.reward for fr in frames]).astype(np.float64),
-        "next.terminated": np.concatenate([fr.terminated for fr in frames]),
-        "next.truncated": np.concatenate([fr.truncated for fr in frames]),
+        "observation.state": np.concatenate([fr.before[o.name] for o in plan.obs], axis=1),
+        "action": fr.action.reshape(total, plan.nu),
+        "next.reward": fr.reward.astype(np.float64),
+        "next.terminated": fr.terminated,
+        "next.truncated": fr.truncated,
         "timestamp": (frame_index / plan.fps).astype(np.float32),
         "frame_index": frame_index,
-        "episode_index": np.repeat(np.arange(first_episode, first_episode + len(frames), dtype=np.int64), lengths),
+        "episode_index": np.repeat(np.arange(first_episode, first_episode + len(lengths), dtype=np.int64), lengths),
         "index": np.arange(first_index, first_index + total, dtype=np.int64),
         "task_index": np.zeros(total, dtype=np.int64),
     }
     cols["next.done"] = cols["next.terminated"] | cols["next.truncated"]
-    return cols, bounds
+    return cols
 
 
 class DataFiles:
@@ -165,7 +168,9 @@ class DataFiles:
         if self.writer is None:
             path = os.path.join(self.root, DEFAULT_DATA_PATH.format(chunk_index=self.chunk, file_index=self.file))
             os.makedirs(os.path.dirname(path), exist_ok=True)
-            self.writer = pq.ParquetWriter(path, table.schema, compression="snappy")
+            # Snappy as LeRobot writes; no dictionary pages: simulated floats never repeat (the encoder's attempt
+            # cost a third of the write).
+            self.writer = pq.ParquetWriter(path, table.schema, compression="snappy", use_dictionary=False)
             self.paths.append(path)
         self.writer.write_table(table)
         self.mb += mb
@@ -197,20 +202,17 @@ def write_lerobot(plan: ExportPlan, *, video=None, task: str | None = None, prog
         with bar:
             for w0, w1, eps in world_blocks(plan):
                 block = read_block(plan, w0, w1)
-                firsts = [first_observations(plan, ep, x0, outputs_at) for ep in eps]
-                frames = [episode_frames(plan, block, ep, first) for ep, first in zip(eps, firsts)]
-                cols, bounds = _block_columns(plan, frames, n_frames, n_episodes)
+                fr = block_frames(plan, block, eps, [first_observations(plan, ep, x0, outputs_at) for ep in eps])
+                cols, bounds = _block_columns(plan, fr, n_frames, n_episodes), fr.bounds
                 table = pa.table({k: _column(cols[k]) for k in feats if k in cols})
                 chunk, file = data.write(table)
-                for k, v in cols.items():
-                    stats.add(k, v)
                 ep_cols = {"episode_index": np.arange(n_episodes, n_episodes + len(eps), dtype=np.int64),
                            "length": np.diff(bounds), "data/chunk_index": np.full(len(eps), chunk),
                            "data/file_index": np.full(len(eps), file),
                            "dataset_from_index": n_frames + bounds[:-1], "dataset_to_index": n_frames + bounds[1:]}
                 if videos is not None:
-                    ep_cols.update(videos.write(plan, block, eps, firsts, frames, stats))
-                ep_cols.update(_episode_stats(cols, bounds))
+                    ep_cols.update(videos.write(plan, block, eps, fr, stats))
+                ep_cols.update(_episode_stats(cols, bounds, stats))
                 for k, v in ep_cols.items():
                     episode_cols.setdefault(k, []).append(np.asarray(v))
                 for ep in eps:

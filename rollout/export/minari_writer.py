@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from .core import ExportPlan, episode_frames, episode_meta, read_block, world_blocks
+from .core import ExportPlan, block_frames, episode_meta, read_block, world_blocks
 from .start import OutputsAt, first_observations
 
 
@@ -81,13 +81,14 @@ def write_minari(plan: ExportPlan, *, name: str | None = None, progress: bool = 
     with _datasets_path(plan.out), bar:
         for w0, w1, eps in world_blocks(plan):
             block = read_block(plan, w0, w1)
+            fr = block_frames(plan, block, eps, [first_observations(plan, ep, x0, outputs_at) for ep in eps])
             buffers = []
-            for ep in eps:
-                fr = episode_frames(plan, block, ep, first_observations(plan, ep, x0, outputs_at))
+            for i, ep in enumerate(eps):
+                e = fr.episode(i)
                 buffers.append(EpisodeBuffer(
                     id=len(metas), seed=plan.meta["seed"],
-                    observations={obs_key(k): v for k, v in fr.obs.items()}, actions=fr.action,
-                    rewards=fr.reward, terminations=fr.terminated, truncations=fr.truncated))
+                    observations={obs_key(k): v for k, v in fr.observations(i).items()}, actions=fr.action[e],
+                    rewards=fr.reward[e], terminations=fr.terminated[e], truncations=fr.truncated[e]))
                 metas.append(episode_meta(plan, ep))
             if dataset is None:
                 dataset = _create(

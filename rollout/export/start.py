@@ -11,21 +11,21 @@ from __future__ import annotations
 import mujoco
 import numpy as np
 
-from mjharness.rollout.h5 import RolloutFile, RolloutFileError
+from mjharness.rollout.h5 import RolloutFileError
 from mjharness.rollout.h5.format import decode_attr
 from mjharness.rollout.h5.layout import vds_segment
 
 from .core import Episode, ExportPlan
 
 
-def start_state(f: RolloutFile, ep: Episode, x0: np.ndarray) -> np.ndarray:
+def start_state(plan: ExportPlan, ep: Episode, x0: np.ndarray) -> np.ndarray:
     """The state (n,) episode ``ep`` starts from, as ``f.episode_start(world, episode)["x"]`` gives it. Where that
     is the world's ``/x0`` (a first episode, resets to x0) it is read here directly: ``episode_start`` also rebuilds
     the episode's carry (the controller's ``init`` under JAX), ~0.3 s an episode."""
     episode = int(ep.row["episode"])
-    if episode == 0 or str(f.attrs.get("reset_to") or "x0") == "x0":
+    if episode == 0 or plan.reset_to == "x0":
         return x0[ep.local_world]
-    return np.asarray(f.episode_start(ep.local_world, episode)["x"], dtype=np.float64)
+    return np.asarray(plan.file.episode_start(ep.local_world, episode)["x"], dtype=np.float64)
 
 
 class OutputsAt:
@@ -40,7 +40,7 @@ class OutputsAt:
         f = plan.file
         self.model = f.model()
         self.data = mujoco.MjData(self.model)
-        self.params = f.model_params
+        self.params = plan.model_params
         self.nominal = {k: np.array(getattr(self.model, k)) for k in self.params if hasattr(self.model, k)}
         missing = [k for k in self.params if k not in self.nominal]
         if missing:
@@ -63,7 +63,7 @@ class OutputsAt:
 
 def first_observations(plan: ExportPlan, ep: Episode, x0: np.ndarray, outputs_at: OutputsAt) -> dict:
     """name -> (size,) observation of the episode's first state."""
-    x = start_state(plan.file, ep, x0)
+    x = start_state(plan, ep, x0)
     first = {o.name: x[o.cols] for o in plan.obs if o.cols is not None}
     first.update(outputs_at(ep.local_world, x))
     return first

@@ -6,8 +6,10 @@ ends), drawn with the file's nominal model (randomized fields are not drawn)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,7 +60,8 @@ class VideoSpec:
 
         path = os.path.join(root, DEFAULT_VIDEO_PATH.format(video_key=self.key, chunk_index=0, file_index=0))
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        append, close = open_frames(path, plan.fps)
+        with _no_fork_warning():
+            append, close = open_frames(path, plan.fps)
         return Videos(self, append, close, vds_segment(plan.file.h5["qpos"]))
 
 
@@ -68,14 +71,15 @@ class Videos:
     def __init__(self, spec: VideoSpec, append, close, qcols: slice):
         self.spec, self.append, self._close, self.qcols, self.frames = spec, append, close, qcols, 0
 
-    def write(self, plan: ExportPlan, block, eps, firsts, frames, stats) -> dict:
+    def write(self, plan: ExportPlan, block, eps, fr, stats) -> dict:
+        """Render each frame's observation state (the episode's first state, then the period ends)."""
         f, T = plan.file, plan.file.samples
         w1 = max(ep.local_world for ep in eps) + 1
         qpos = f.read("x", np.s_[:T, block.w0:w1, self.qcols])
         x0 = f.x0
         start, end = [], []
         for ep in eps:
-            q0 = start_state(f, ep, x0)[self.qcols]
+            q0 = start_state(plan, ep, x0)[self.qcols]
             qs = np.concatenate([q0[None], qpos[ep.frames[:-1], ep.local_world - block.w0]])
             start.append(self.frames / plan.fps)
             for q in qs:
@@ -91,5 +95,15 @@ class Videos:
                 f"{k}/from_timestamp": np.array(start), f"{k}/to_timestamp": np.array(end)}
 
     def close(self) -> None:
-        self._close()
+        with _no_fork_warning():
+            self._close()
         self.spec.screen.close()
+
+
+@contextlib.contextmanager
+def _no_fork_warning():
+    """imageio starts ffmpeg (fork + exec, no Python in the child): JAX's warning about forks that go on running
+    Python does not apply (as ``rendering.output`` says)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
+        yield
