@@ -1,6 +1,6 @@
 """Throughput of ``mjharness export`` (issue 44's bar: >= 100 MB/s of written Parquet/HDF5 for 1,000 episodes).
 
-    python scripts/bench_export.py                       # makes data/bench/export_run.h5 (64 worlds, >= 1000 episodes)
+    python scripts/bench_export.py                       # makes data/bench/export_run1000.h5 (64 worlds, 20000 steps)
     python scripts/bench_export.py --file RUN.h5         # an existing closed-loop file
     python scripts/bench_export.py --out data/bench/export_<date>.json
 
@@ -40,7 +40,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--file", help="an existing closed-loop rollout file (default: make one)")
     p.add_argument("--batch", type=int, default=64)
-    p.add_argument("--steps", type=int, default=9000, help="steps of the made file (arm episodes: ~545 steps)")
+    p.add_argument("--steps", type=int, default=20000, help="steps of the made file (64 worlds: ~1100 episodes)")
     p.add_argument("--obs", default="qpos,qvel,x")
     p.add_argument("--out", default=f"data/bench/export_{datetime.date.today().isoformat()}.json")
     args = p.parse_args()
@@ -48,7 +48,7 @@ def main() -> None:
     from mjharness.rollout import open_rollout
     from mjharness.rollout.export import export
 
-    path = args.file or "data/bench/export_run.h5"
+    path = args.file or "data/bench/export_run1000.h5"
     if not args.file and not os.path.exists(path):
         _make(path, args.batch, args.steps)
     with open_rollout(path) as f:

@@ -388,3 +388,25 @@ def test_cli_refuses_a_non_empty_folder(run):
                         "--obs", "qpos", "--out", str(d / "cli"), "--no-progress"], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     assert _minari(d / "cli", "arm-v0").total_episodes == 2 * B
+
+
+def test_failed_episodes_end_truncated_and_flagged(run):
+    """arm_reach's gains at every=2 blow up (non-finite state): a failed episode ends truncated at the last period
+    end before the failed step, its metadata saying failed."""
+    d, _ = run
+    path = str(d / "unstable.h5")
+    rollout("arm", steps=120, batch=2, ctrl=Controller(arm_reach.init, arm_reach.step, every=2), backend="mujoco",
+            out=path, progress=False)
+    export(path, d / "mf", format="minari", obs="qpos", progress=False)
+    ds = _minari(d / "mf", "unstable-v0")
+    metas = list(ds.storage.get_episode_metadata(range(ds.total_episodes)))
+    with open_rollout(path) as f:
+        status_step, qpos = f.status_step, f.qpos
+        assert (f.status != 0).all()
+    for ep, meta in zip(ds.iterate_episodes(), metas):
+        w = meta["world"]
+        assert meta["end"] == "failed" and meta["failed"]
+        last = np.arange(1, status_step[w], 2)[-1]  # the last step k < the failed step with (k + 1) % 2 == 0
+        np.testing.assert_array_equal(ep.observations["qpos"][-1], qpos[last, w])
+        assert np.isfinite(ep.observations["qpos"]).all() and len(ep.actions) == (last + 1) // 2
+        assert ep.truncations[-1] and not ep.terminations.any()

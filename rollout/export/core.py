@@ -26,13 +26,15 @@ import numpy as np
 
 from mjharness.rollout.errors import RolloutError
 from mjharness.rollout.h5 import RolloutFile, RolloutFileError
+from mjharness.rollout.h5.episodes import episode_table
 from mjharness.rollout.h5.format import decode_attr
 from mjharness.rollout.h5.layout import carry_slots_of_table, vds_segment
 
 FORMATS = ("lerobot", "minari")
 DEFAULT_OBS = ("qpos", "qvel")
-# Bytes of one block of worlds read at once (every observation, the controls and rewards of T samples).
-BLOCK_BYTES = 256 * 2**20
+# Bytes of one block of worlds read at once (/x, /carry and observed outputs of T samples): files are chunked with
+# every world in a chunk, so each block decodes every chunk once; fewer blocks, fewer passes.
+BLOCK_BYTES = 1024 * 2**20
 _EVERY = re.compile(r"every=(\d+)")
 
 
@@ -183,22 +185,33 @@ def period_frames(row: dict, *, record_every: int, every: int) -> np.ndarray:
     return frames
 
 
+EPISODE_ENTRIES = ("episode", "episode_start", "terminated")
+
+
 def _rows(f: RolloutFile) -> list:
-    try:
-        return f.episode_table()
-    except KeyError:  # a run without a termination rule: one truncated episode per world
-        status = f.status
-        T, re_ = f.samples, int(f.attrs["record_every"])
-        off = int(f.attrs.get("world_offset", 0) or 0)
-        steps, complete = int(f.attrs["steps"]), f.complete
-        rows = []
-        for w in range(f.batch):
-            code = int(status[w])
-            end = "failed" if code else ("truncated" if complete else "running")
-            end_step = int(f.status_step[w]) if code else (steps - 1 if complete else T * re_ - 1)
-            rows.append(dict(world=w + off, episode=0, start_step=0, end_step=end_step, end=end,
-                             samples=np.arange(T)))
-        return rows
+    """``f.episode_table()``'s rows, its three carry entries read in one pass over ``/carry`` (the reader reads
+    each entry in a pass of its own, and every pass decodes and checksums whole chunks of every entry)."""
+    slots = carry_slots_of_table(f.table("layout"))
+    if all(k in slots for k in EPISODE_ENTRIES):
+        a, T = f.attrs, f.samples
+        offs = sorted(slots[k][1] for k in EPISODE_ENTRIES)  # h5py reads a list of columns in increasing order
+        cols = f.read("carry", np.s_[:T, :, offs])
+        ep, start, pending = (cols[:, :, offs.index(slots[k][1])] for k in EPISODE_ENTRIES)
+        return episode_table(ep.astype(np.int64), start, pending, f.status, f.status_step,
+                             record_every=int(a["record_every"]), steps=int(a["steps"]), samples_done=T,
+                             complete=f.complete, world_offset=int(a.get("world_offset", 0) or 0))
+    # A run without a termination rule: one episode per world, truncated by the run's end (or failed).
+    status, status_step = f.status, f.status_step
+    T, re_ = f.samples, int(f.attrs["record_every"])
+    off = int(f.attrs.get("world_offset", 0) or 0)
+    steps, complete = int(f.attrs["steps"]), f.complete
+    rows = []
+    for w in range(f.batch):
+        code = int(status[w])
+        end = "failed" if code else ("truncated" if complete else "running")
+        end_step = int(status_step[w]) if code else (steps - 1 if complete else T * re_ - 1)
+        rows.append(dict(world=w + off, episode=0, start_step=0, end_step=end_step, end=end, samples=np.arange(T)))
+    return rows
 
 
 def plan_export(f: RolloutFile, out, *, format: str, obs=DEFAULT_OBS) -> ExportPlan:
@@ -260,8 +273,9 @@ def episode_meta(plan: ExportPlan, ep: Episode) -> dict:
 
 def world_blocks(plan: ExportPlan):
     """(w0, w1, episodes of worlds w0..w1-1) in world order, each block's arrays within ``BLOCK_BYTES``."""
-    T = plan.file.samples
-    per_world = 8 * T * (sum(o.size for o in plan.obs) + plan.nu + 1) + 1
+    f = plan.file
+    T, n, nc = f.samples, f.h5["x"].shape[2], f.h5["carry"].shape[2]
+    per_world = 8 * T * (n + nc + sum(o.size for o in plan.obs if o.output is not None)) + 1  # what read_block reads
     width = max(1, BLOCK_BYTES // per_world)
     by_world: dict[int, list] = {}
     for ep in plan.episodes:

@@ -148,19 +148,26 @@ def _block_columns(plan: ExportPlan, fr, first_index: int, first_episode: int) -
 
 class DataFiles:
     """``data/chunk-*/file-*.parquet``: a new file once the current one holds ``DEFAULT_DATA_FILE_SIZE_IN_MB``
-    (uncompressed, as LeRobot counts it); an episode never spans two files."""
+    (uncompressed, as LeRobot counts it); an episode never spans two files. Tables are encoded and written on a
+    thread of their own (pyarrow releases the GIL) while the next block's frames and stats are computed; ``close``
+    waits for them and raises what failed."""
 
     def __init__(self, root: str):
+        from concurrent.futures import ThreadPoolExecutor
+
         self.root, self.chunk, self.file, self.mb = root, 0, 0, 0.0
         self.writer: Any = None
         self.paths: list[str] = []
+        self._pool = ThreadPoolExecutor(1)  # one worker: the writes keep their order
+        self._jobs: list = []
 
     def write(self, table) -> tuple:
+        """Queue ``table`` (whole episodes) for writing; returns the (chunk, file) it goes to."""
         import pyarrow.parquet as pq
 
         mb = table.nbytes / 2**20
         if self.writer is not None and self.mb + mb > DEFAULT_DATA_FILE_SIZE_IN_MB:
-            self.writer.close()
+            self._jobs.append(self._pool.submit(self.writer.close))
             self.writer, self.mb = None, 0.0
             self.file += 1
             if self.file == DEFAULT_CHUNK_SIZE:
@@ -172,13 +179,17 @@ class DataFiles:
             # cost a third of the write).
             self.writer = pq.ParquetWriter(path, table.schema, compression="snappy", use_dictionary=False)
             self.paths.append(path)
-        self.writer.write_table(table)
+        self._jobs.append(self._pool.submit(self.writer.write_table, table))
         self.mb += mb
         return self.chunk, self.file
 
     def close(self) -> None:
         if self.writer is not None:
-            self.writer.close()
+            self._jobs.append(self._pool.submit(self.writer.close))
+            self.writer = None
+        self._pool.shutdown(wait=True)
+        for job in self._jobs:
+            job.result()
 
 
 def write_lerobot(plan: ExportPlan, *, video=None, task: str | None = None, progress: bool = True) -> str:
