@@ -247,6 +247,11 @@ def test_lerobot_round_trip(run):
                                        features=datasets.Features(feats), cache_dir=str(d / "hf"))
     assert len(hf) == info["total_frames"]
     np.testing.assert_array_equal(np.asarray(hf[5]["action"]), action[5])
+    # meta/episodes as LeRobot's load_episodes reads it: every file under meta/episodes, the stats/ columns left out
+    ep_hf = datasets.Dataset.from_parquet(os.path.join(root, "meta/episodes/chunk-000/file-000.parquet"),
+                                          cache_dir=str(d / "hf"))
+    ep_hf = ep_hf.select_columns([k for k in ep_hf.features if not k.startswith("stats/")])
+    assert ep_hf["dataset_to_index"][-1] == info["total_frames"] and ep_hf["tasks"][0] == [info["robot_type"]]
 
 
 def test_lerobot_video(run):
