@@ -85,11 +85,9 @@ def set_flight(scene, joint: str | None = None, planet: Planet = WGS84, atmosphe
     return flight
 
 
-def parse_flight(scene, name) -> Any:
-    """The ``OutputSpec`` of flight output ``name``, None for other names; ``OutputError`` when the scene has no
-    flight frame."""
-    from .outputs import OutputSpec
-
+def parse_flight(scene, name) -> dict | None:
+    """The ``OutputSpec`` fields of flight output ``name`` (``outputs.parse_outputs`` makes the spec: this module
+    sits below it), None for other names; ``OutputError`` when the scene has no flight frame."""
     if not isinstance(name, str) or name not in OUTPUTS:
         return None
     flight = None if scene is None else scene.__dict__.get("_flight")
@@ -97,10 +95,10 @@ def parse_flight(scene, name) -> Any:
         raise OutputError(f"output {name!r} needs the scene's flight frame: scene.set_flight(joint=..., planet=..., "
                           f"atmosphere=...) (adapters/flight_outputs.py)")
     comps, units, long_name, _ = OUTPUTS[name]
-    return OutputSpec(name, FIELD, (len(comps),), units=units, comps=comps,
-                      frame=f"flight of free joint {flight.joint!r}: world = ECI aligned with ECEF at t = 0, "
-                            f"planet {flight.planet.name}",
-                      extra=(("long_name", long_name), ("flight_output", name)))
+    return dict(name=name, field=FIELD, shape=(len(comps),), units=units, comps=comps,
+                frame=f"flight of free joint {flight.joint!r}: world = ECI aligned with ECEF at t = 0, "
+                      f"planet {flight.planet.name}",
+                extra=(("long_name", long_name), ("flight_output", name)))
 
 
 def evaluate_flight(scene, specs, t, x) -> dict:

@@ -262,8 +262,9 @@ def parse_outputs(m: mujoco.MjModel, outputs, scene=None) -> tuple[OutputSpec, .
     specs: list[OutputSpec] = []
     seen: set[str] = set()
     for item in outputs:
+        flight = None if _is_callable_output(item) else parse_flight(scene, item)
         spec = (_callable_spec(item, scene) if _is_callable_output(item)
-                else parse_flight(scene, item) or _parse_name(m, item))
+                else OutputSpec(**flight) if flight is not None else _parse_name(m, item))
         for s in spec if isinstance(spec, tuple) else (spec,):  # one name may record several datasets
             if s.name in seen or (s.field == "contacts" and any(o.field == "contacts" for o in specs)):
                 raise OutputError(f"output {s.name!r} is asked twice")

@@ -13,8 +13,9 @@ from mjharness.integrators import lazy
 if TYPE_CHECKING:
     from .engine import Controller, Reward, RolloutError, RolloutResult, Termination, initial_states, rollout
     from .engine.simulate import simulate  # the function (mypy binds ``engine.simulate`` to the submodule)
-    from .h5 import RolloutFile, RolloutFileError, open_rollout
+    from .h5 import RolloutFileError
     from .rendering import RenderError, render
+    from .replay import RolloutFile, open_rollout  # h5's reader with episode_start and replay (they run the engine)
     from .verify import crosscheck
 
 __all__ = ["rollout", "Controller", "Termination", "Reward", "simulate", "RolloutResult", "RolloutError",

@@ -16,23 +16,22 @@ integrator, timestep and backend; with ``check`` its states are compared with th
 episode, bit for bit when the run and the replay are MuJoCo C (``mj_step`` on the same numbers gives the same
 numbers).
 
-This module reads a file (``h5``) and runs the engine, so it sits above both; ``RolloutFile.episode_start`` and
-``RolloutFile.replay`` import it on use (``h5`` does not import the engine).
+This module reads a file (``h5``) and runs the engine, so it sits above both. ``mjharness.rollout.open_rollout``
+gives this module's ``RolloutFile``: ``h5``'s reader with ``episode_start`` and ``replay`` as methods (``h5``
+imports nothing of the engine, so its own class cannot have them).
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from .h5.errors import RolloutFileError
 from .h5.layout import carry_slots_of_table
-
-if TYPE_CHECKING:
-    from .h5.reader import RolloutFile
+from .h5.reader import RolloutFile as _FileReader
 
 # The closed loop's own carry entries (engine.episodes; kept literal: importing the engine loads JAX).
 CTRL, EPISODE, EPISODE_START, PENDING, CONTROLLER = "ctrl", "episode", "episode_start", "terminated", "controller"
@@ -72,13 +71,13 @@ class EpisodeRow:
 
 # -- locating an episode ---------------------------------------------------------------------------------
 
-def _int(name: str, v, f: RolloutFile) -> int:
+def _int(name: str, v, f: _FileReader) -> int:
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
         raise ReplayError(f"{f.path}: {name} must be an int, got {v!r}")
     return int(v)
 
 
-def episode_row(f: RolloutFile, world: int, episode: int) -> EpisodeRow:
+def episode_row(f: _FileReader, world: int, episode: int) -> EpisodeRow:
     """The row of ``episode`` of local ``world`` (0 <= world < batch); a file without a termination rule has one
     episode per world, episode 0 (steps 0 .. the last recorded, or the failure)."""
     w, e = _int("world", world, f), _int("episode", episode, f)
@@ -93,7 +92,7 @@ def episode_row(f: RolloutFile, world: int, episode: int) -> EpisodeRow:
     return EpisodeRow(w, e, int(r["start_step"]), int(r["end_step"]), str(r["end"]), np.asarray(r["samples"]))
 
 
-def _single_episode(f: RolloutFile, w: int) -> dict:
+def _single_episode(f: _FileReader, w: int) -> dict:
     """The one episode of a world of a run without a termination rule."""
     a, T = f.attrs, f.samples
     R = int(a["record_every"])
@@ -116,7 +115,7 @@ def _flags(text) -> dict:
     return dict(every=int(m.get("every", 1)), sensors=m.get("sensors") == "True", mode=mode)
 
 
-def _scene(f: RolloutFile):
+def _scene(f: _FileReader):
     """The file's model as the run's scene (its binary model, quaternion policy, on MuJoCo C)."""
     from mjharness.adapters import MjScene
 
@@ -130,7 +129,7 @@ def _scene(f: RolloutFile):
                    backend=a.get("backend") or "mujoco")
 
 
-def file_integrator(f: RolloutFile):
+def file_integrator(f: _FileReader):
     """The integrator the file's ``integrator`` attribute describes (its registered name and recorded options),
     refused when the rebuilt one's configuration differs from the recorded one."""
     import inspect
@@ -157,7 +156,7 @@ def file_integrator(f: RolloutFile):
     return integ
 
 
-def _cold_carry(f: RolloutFile, scene, integ) -> dict:
+def _cold_carry(f: _FileReader, scene, integ) -> dict:
     """The scene's and the integrator's cold carry of one world {name: (*shape,)} (``engine.inputs.carry_plan``):
     what a reset episode restarts with."""
     from .engine.inputs import carry_plan
@@ -166,13 +165,13 @@ def _cold_carry(f: RolloutFile, scene, integ) -> dict:
     return {name: np.asarray(v[0], np.float64) for name, v in carry0.items()}
 
 
-def _carry_row(f: RolloutFile, flat: np.ndarray) -> dict:
+def _carry_row(f: _FileReader, flat: np.ndarray) -> dict:
     """One world's flat carry (nc,) by name, each entry in its declared shape."""
     slots = carry_slots_of_table(f.table("layout"))
     return {name: np.array(flat[off:off + size]).reshape(shape) for name, (shape, off, size) in slots.items()}
 
 
-def _reset_state(f: RolloutFile, w: int, e: int, scene) -> np.ndarray:
+def _reset_state(f: _FileReader, w: int, e: int, scene) -> np.ndarray:
     """The state episode ``e`` (>= 1) of local world ``w`` restarts from (``loop_plan.check_episodes``'s reset
     inputs, drawn as ``HostLoop.begin`` draws)."""
     a = f.attrs
@@ -208,7 +207,7 @@ def _reset_state(f: RolloutFile, w: int, e: int, scene) -> np.ndarray:
     return np.asarray(x[w], np.float64)
 
 
-def _controller_state(f: RolloutFile, x: np.ndarray, wid: int, init, leaves: dict) -> tuple[dict, dict]:
+def _controller_state(f: _FileReader, x: np.ndarray, wid: int, init, leaves: dict) -> tuple[dict, dict]:
     """({carry name: value}, {carry name: why missing}) of the controller state ``init(x, world)`` a reset
     episode starts with; ``init`` None: the file's recorded ``controller.init`` imported again (``/code``)."""
     if not leaves:
@@ -248,7 +247,7 @@ def _controller_state(f: RolloutFile, x: np.ndarray, wid: int, init, leaves: dic
     return {k: v.reshape(leaves[k].shape) for k, v in zip(names, values)}, {}
 
 
-def episode_start(f: RolloutFile, world: int, episode: int, *, init=None) -> dict:
+def episode_start(f: _FileReader, world: int, episode: int, *, init=None) -> dict:
     """Where ``episode`` of local ``world`` starts: ``{"step", "t", "x", "carry", "missing"}``.
 
     ``step``: the global index of its first step; ``t``: its start time (``t0 + step * dt``, as the engine
@@ -293,7 +292,7 @@ def _sample_steps(row: EpisodeRow, R: int) -> np.ndarray:
     return np.minimum(steps, row.end_step) if row.end_step >= 0 else steps
 
 
-def _held_controls(f: RolloutFile, row: EpisodeRow, last: int, every: int) -> np.ndarray:
+def _held_controls(f: _FileReader, row: EpisodeRow, last: int, every: int) -> np.ndarray:
     """The controls of steps ``start_step .. last`` (steps, nu) from ``/ctrl``: a controller runs at the episode's
     steps ``start + i * every`` and holds its controls for ``every`` steps, so each hold is read from the first
     sample taken within it; refused when a hold has no sample (record_every > every)."""
@@ -311,12 +310,12 @@ def _held_controls(f: RolloutFile, row: EpisodeRow, last: int, every: int) -> np
     return np.asarray(f.read("carry", np.s_[:f.samples, row.world]))[j][:, _ctrl_slice(f)]
 
 
-def _ctrl_slice(f: RolloutFile) -> slice:
+def _ctrl_slice(f: _FileReader) -> slice:
     shape, off, size = carry_slots_of_table(f.table("layout"))[CTRL]
     return slice(off, off + size)
 
 
-def _controls(f: RolloutFile, row: EpisodeRow, last: int) -> np.ndarray | None:
+def _controls(f: _FileReader, row: EpisodeRow, last: int) -> np.ndarray | None:
     """The controls (steps, nu) the run applied during the episode's steps up to ``last``; None: it had none."""
     a = f.attrs
     kind = str(a.get("ctrl") or "none")
@@ -334,7 +333,7 @@ def _controls(f: RolloutFile, row: EpisodeRow, last: int) -> np.ndarray | None:
     return None
 
 
-def _check_replayable(f: RolloutFile, row: EpisodeRow, integ) -> None:
+def _check_replayable(f: _FileReader, row: EpisodeRow, integ) -> None:
     from mjharness.integrators.names import IntegratorKind
 
     where = f"{f.path}: world {row.world} episode {row.episode}"
@@ -348,7 +347,7 @@ def _check_replayable(f: RolloutFile, row: EpisodeRow, integ) -> None:
                           f"global step and world, which a replay of one episode does not reproduce")
 
 
-def replay(f: RolloutFile, world: int, episode: int, *, check: bool = True, integrator=None,
+def replay(f: _FileReader, world: int, episode: int, *, check: bool = True, integrator=None,
            backend: str | None = None, init=None) -> dict:
     """Simulate ``episode`` of local ``world`` again from the file alone and return its samples.
 
@@ -399,7 +398,7 @@ def replay(f: RolloutFile, world: int, episode: int, *, check: bool = True, inte
     return out
 
 
-def compare(f: RolloutFile, row: EpisodeRow, out: dict, *, exact: bool) -> None:
+def compare(f: _FileReader, row: EpisodeRow, out: dict, *, exact: bool) -> None:
     """Raise ``ReplayMismatchError`` at the first of the episode's samples whose replayed state differs from the
     file's (bit for bit when ``exact``, else ``np.allclose(rtol=RTOL, atol=ATOL)``)."""
     xf = np.asarray(f.read("x", np.s_[:f.samples, row.world]), np.float64)[row.samples]
@@ -418,3 +417,29 @@ def compare(f: RolloutFile, row: EpisodeRow, out: dict, *, exact: bool) -> None:
         f"{xr[i, col]!r} ({how}; {int((~same).any(axis=1).sum())} of the episode's {len(xr)} samples differ)",
         world=row.world, episode=row.episode, sample=j, step=s, state=name, file_value=float(xf[i, col]),
         replay_value=float(xr[i, col]))
+
+
+class RolloutFile(_FileReader):
+    """A rollout file read back (``h5.RolloutFile``: every dataset, attribute and table), which can also say where
+    each episode starts and simulate one again: what ``mjharness.rollout.open_rollout`` returns."""
+
+    def episode_start(self, world: int, episode: int, *, init=None) -> dict:
+        """Where ``episode`` of ``world`` starts: ``{"step", "t", "x" (n,), "carry" {name: array}, "missing"}``
+        (``episode_start``): episode 0 from ``/x0`` and ``/carry0``, a reset episode from what the engine restarts
+        the world with (``reset_to``, the cold warm start, ``init(x, world)``)."""
+        return episode_start(self, world, episode, init=init)
+
+    def replay(self, world: int, episode: int, *, check: bool = True, integrator=None, backend: str | None = None,
+               init=None) -> dict:
+        """``episode`` of ``world`` simulated again from this file alone (``replay``): its start state and warm
+        start, the recorded controls, the world's model fields, the file's model and integrator. Returns
+        ``{"world", "episode", "samples", "steps", "time", "x", "ctrl"}``; ``check`` compares the states with the
+        file's samples (bit for bit on MuJoCo C) and raises ``ReplayMismatchError`` naming the first differing
+        sample, state and world."""
+        return replay(self, world, episode, check=check, integrator=integrator, backend=backend, init=init)
+
+
+def open_rollout(path) -> RolloutFile:
+    """Open a rollout file for reading: a ``RolloutFile`` (every dataset, attribute and table; ``episodes``,
+    ``episode_start``, ``replay``)."""
+    return RolloutFile(path)

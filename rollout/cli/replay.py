@@ -24,8 +24,7 @@ def add_parser(sub) -> None:
 
 
 def command(args) -> int:
-    from mjharness.rollout.h5 import open_rollout
-    from mjharness.rollout.replay import ReplayMismatchError
+    from mjharness.rollout.replay import ReplayMismatchError, open_rollout
 
     with open_rollout(args.file) as f:
         try:

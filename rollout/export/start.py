@@ -25,7 +25,9 @@ def start_state(plan: ExportPlan, ep: Episode, x0: np.ndarray) -> np.ndarray:
     episode = int(ep.row["episode"])
     if episode == 0 or plan.reset_to == "x0":
         return x0[ep.local_world]
-    return np.asarray(plan.file.episode_start(ep.local_world, episode)["x"], dtype=np.float64)
+    from mjharness.rollout.replay import episode_start  # (it runs the engine's reset rules: JAX)
+
+    return np.asarray(episode_start(plan.file, ep.local_world, episode)["x"], dtype=np.float64)
 
 
 class OutputsAt:

@@ -349,25 +349,6 @@ class RolloutFile:
                             x=self.read("x", np.s_[: self.samples, w]), record_every=int(a["record_every"]),
                             steps=int(a["steps"]), complete=self.complete, returns=self._returns())
 
-    def episode_start(self, world: int, episode: int, *, init=None) -> dict:
-        """Where ``episode`` of ``world`` starts: ``{"step", "t", "x" (n,), "carry" {name: array}, "missing"}``
-        (``rollout.replay.episode_start``): episode 0 from ``/x0`` and ``/carry0``, a reset episode from what the
-        engine restarts the world with (``reset_to``, the cold warm start, ``init(x, world)``)."""
-        from ..replay import episode_start  # on use: the replay runs the engine, which h5 does not import
-
-        return episode_start(self, world, episode, init=init)
-
-    def replay(self, world: int, episode: int, *, check: bool = True, integrator=None, backend: str | None = None,
-               init=None) -> dict:
-        """``episode`` of ``world`` simulated again from this file alone (``rollout.replay.replay``): its start
-        state and warm start, the recorded controls, the world's model fields, the file's model and integrator.
-        Returns ``{"world", "episode", "samples", "steps", "time", "x", "ctrl"}``; ``check`` compares the states
-        with the file's samples (bit for bit on MuJoCo C) and raises ``ReplayMismatchError`` naming the first
-        differing sample, state and world."""
-        from ..replay import replay
-
-        return replay(self, world, episode, check=check, integrator=integrator, backend=backend, init=init)
-
     # -- the model ----------------------------------------------------------------------------------
 
     @property
