@@ -109,6 +109,31 @@ def test_record_every_step_holds_the_reward_between_period_ends(tmp_path):
     np.testing.assert_allclose(r.reward, np.where(ends[:, None], want, held), rtol=1e-14, atol=1e-15)
 
 
+@pytest.mark.parametrize("backend", ["mujoco", "mjx"])
+def test_an_episode_ended_inside_a_period_has_its_reward_on_the_terminal_state(tmp_path, backend):
+    c = Counting()
+    cut = lambda t, x: x[4] > 0.05  # noqa: E731 - the yaw joint speeds past 0.05 rad/s: at any step of a period
+    r, out = _run(backend, tmp_path, "cut", record_every=1, ctrl=Controller(c.init, c.step, every=EVERY),
+                  terminate=Termination(cut, every=1), on_terminate="reset", reward=c.reward)
+    with open_rollout(out) as f:
+        rows, rew, ret, x = f.episode_table(), f.reward, f.carry_entry("episode_return"), f.x
+    mid = [row for row in rows if row["end"] == "terminated" and (row["end_step"] + 1 - row["start_step"]) % EVERY]
+    assert mid, "no episode ended inside a control period"
+    for row in mid:
+        j, w = row["samples"][-1], row["world"]
+        want = -np.linalg.norm(x[j, w, :4] - TARGET * (1.0 - 0.1 * w))
+        assert rew[j, w] == pytest.approx(want, rel=1e-12, abs=1e-15)
+        assert row["return"] == ret[j, w]
+    if backend == "mujoco":  # NumPy: once per world and period end, and once per episode cut inside a period
+        for w in range(B):
+            calls = 0
+            for row in (q for q in rows if q["world"] == w):
+                end = row["end_step"] if row["end"] != "truncated" else STEPS - 1
+                n = end + 1 - row["start_step"]
+                calls += n // EVERY + (row["end"] == "terminated" and n % EVERY != 0)
+            assert c.rewards[w] - (1 if w == 0 else 0) == calls, w
+
+
 @pytest.fixture(scope="module")
 def reset_runs(tmp_path_factory):
     d = tmp_path_factory.mktemp("resets")

@@ -523,23 +523,24 @@ def _steps_in(ep: EpisodePlan, k, carry: dict):
 
 
 def end(ep: EpisodePlan, sc, t, k, x, carry: dict, ok, status, status_step, wid):
-    """After a world's committed step (``ok``): the reward, then the termination rule, on the new state.
-    Returns (carry, status, status_step)."""
+    """After a world's committed step (``ok``): the termination rule, then the reward, on the new state (the reward
+    is due at a control period's end and at the step that ends an episode, so a period cut short by the rule has
+    its reward too). Returns (carry, status, status_step)."""
     n_in = _steps_in(ep, k, carry)
     needs_sd = ep.reward_sensors or ep.terminate_sensors
     sd = _sensordata(ep, sc, t, x, carry.get(CTRL), carry) if needs_sd else None
+    term = jnp.zeros((), bool)
+    if ep.terminate is not None:
+        due = ok & ((n_in % ep.terminate.every) == 0)
+        term = due & _call_terminate(ep, t, x, sd, due, wid)
+        if ep.on_terminate == "freeze":
+            status = jnp.where(term, jnp.int8(STATUS_TERMINATED), status)
+            status_step = jnp.where(term, k, status_step)
+        carry = {**carry, PENDING: jnp.where(term, 1, carry[PENDING]).astype(carry[PENDING].dtype)}
     if ep.reward is not None:
-        due = ok & ((n_in % ep.reward_every) == 0)
+        due = (ok & ((n_in % ep.reward_every) == 0)) | term
         dtype = carry[REWARD].dtype
         r = _call_reward(ep, t, x, sd, due, wid, dtype)
         carry = {**carry, REWARD: jnp.where(due, r, carry[REWARD]).astype(dtype),
                  RETURN: jnp.where(due, carry[RETURN] + r, carry[RETURN]).astype(dtype)}
-    if ep.terminate is None:
-        return carry, status, status_step
-    due = ok & ((n_in % ep.terminate.every) == 0)
-    term = due & _call_terminate(ep, t, x, sd, due, wid)
-    if ep.on_terminate == "freeze":
-        status = jnp.where(term, jnp.int8(STATUS_TERMINATED), status)
-        status_step = jnp.where(term, k, status_step)
-    carry = {**carry, PENDING: jnp.where(term, 1, carry[PENDING]).astype(carry[PENDING].dtype)}
     return carry, status, status_step

@@ -184,29 +184,28 @@ class HostLoop:
 
     def end(self, k: int, x: np.ndarray, carry: dict, ok: np.ndarray, status: np.ndarray,
             status_step: np.ndarray) -> tuple[dict, np.ndarray, np.ndarray]:
-        """After step ``k`` (the segment's last) of the worlds whose steps all succeeded (``ok``): the reward, then
-        the rule."""
+        """After step ``k`` (the segment's last) of the worlds whose steps all succeeded (``ok``): the rule, then the
+        reward (due at a period's end and where the rule ended the episode)."""
         ep = self.ep
         n_in = k + 1 - self._start(carry)
         t = self.time(k) + self.dt
+        hit = np.zeros(0, np.int64)
+        if ep.terminate is not None:
+            due = np.flatnonzero(ok & (n_in % ep.terminate.every == 0))
+            if len(due):
+                hit = due[self._terminated(t, x, due)]
+                carry, status, status_step = dict(carry), status.copy(), status_step.copy()
+                if ep.on_terminate == "freeze":
+                    status[hit], status_step[hit] = STATUS_TERMINATED, k
+                pending = carry[_ep.PENDING].copy()
+                pending[hit] = 1
+                carry[_ep.PENDING] = pending
         if ep.reward is not None:
-            due = np.flatnonzero(ok & (n_in % ep.reward_every == 0))
+            due = np.union1d(np.flatnonzero(ok & (n_in % ep.reward_every == 0)), hit)
             if len(due):
                 r = self._rewards(t, x, due)
                 carry = dict(carry)
                 carry[_ep.REWARD], carry[_ep.RETURN] = carry[_ep.REWARD].copy(), carry[_ep.RETURN].copy()
                 carry[_ep.REWARD][due] = r
                 carry[_ep.RETURN][due] += r
-        if ep.terminate is None:
-            return carry, status, status_step
-        due = np.flatnonzero(ok & (n_in % ep.terminate.every == 0))
-        if not len(due):
-            return carry, status, status_step
-        hit = due[self._terminated(t, x, due)]
-        carry, status, status_step = dict(carry), status.copy(), status_step.copy()
-        if ep.on_terminate == "freeze":
-            status[hit], status_step[hit] = STATUS_TERMINATED, k
-        pending = carry[_ep.PENDING].copy()
-        pending[hit] = 1
-        carry[_ep.PENDING] = pending
         return carry, status, status_step
