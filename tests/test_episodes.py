@@ -465,6 +465,19 @@ def test_two_processes_give_the_single_process_episodes(tmp_path):
         assert np.array_equal(a.x, b.x) and np.array_equal(a.carry, b.carry)
         assert np.array_equal(a.table("episodes"), b.table("episodes"))
         assert sorted(set(b.table("episodes")["world"].tolist())) == [0, 1, 2, 3]
+    # A Controller (its init takes the global world index) and a reward: each process runs its own worlds' loop
+    ex = ROOT / "examples" / "arm_reach.py"
+    args = ["run", "arm", "--controller", f"{ex}:make", "--terminate", f"{ex}:reached", "--on-terminate", "reset",
+            "--reward", f"{ex}:distance", "--steps", "600", "--batch", "4", "--record-every", "1", "--backend",
+            "mujoco", "--no-progress"]
+    one, two = tmp_path / "c1.h5", tmp_path / "c2.h5"
+    for out, extra in ((one, []), (two, ["--local-processes", "2"])):
+        r = subprocess.run(_cmd() + args + extra + ["--out", str(out)], cwd=tmp_path, capture_output=True, text=True,
+                           timeout=900)
+        assert r.returncode == 0, r.stderr[-3000:]
+    with open_rollout(one) as a, open_rollout(two) as b:
+        assert np.array_equal(a.x, b.x) and np.array_equal(a.carry, b.carry) and np.array_equal(a.reward, b.reward)
+        assert np.array_equal(a.table("episodes"), b.table("episodes"))
 
 
 def test_a_ctrl_function_s_controls_are_recorded_too(tmp_path):

@@ -78,8 +78,11 @@ def world_range(B: int, k: int, n: int) -> tuple[int, int]:
 
 
 def _slice_worlds(name, v, lo, hi, B):
-    """This process's rows [lo, hi) of a per-world input (leading axis = the global batch)."""
-    if v is None or callable(v):
+    """This process's rows [lo, hi) of a per-world input (leading axis = the global batch). Functions and a
+    ``Controller`` (its ``init`` takes the global world index) are every process's own."""
+    from .episodes import Controller
+
+    if v is None or callable(v) or isinstance(v, Controller):
         return v
     if isinstance(v, dict):
         return {k: _slice_worlds(f"{name}[{k!r}]", a, lo, hi, B) for k, a in v.items()}
