@@ -72,10 +72,25 @@ def _output_target(f, scene, target: str):
 JACOBIANS = ("auto", "exact", "differences")
 
 
+def _controls(f, path) -> np.ndarray | None:
+    """The controls the run was given, (B, steps, nu) from ``/inputs/ctrl``, or None (the run had none): the fit
+    simulates every candidate with them. Controls from a function or a Controller depend on the simulated state,
+    which a candidate changes: refused."""
+    kind = str(f.attrs.get("ctrl") or "none")
+    if kind == "none":
+        return None
+    if kind.startswith("array") and "inputs/ctrl" in f.h5:
+        return np.asarray(f.h5["inputs/ctrl"][()], np.float64)
+    raise RolloutError(f"fit: {path} was driven by {kind.split(' sha256')[0]!r} controls; fit replays controls "
+                       f"given as an array (recorded in /inputs/ctrl) only")
+
+
 def _read(path: PathLike, scene: SceneLike | None, target: str, jacobian: str = "auto"
-          ) -> tuple[np.ndarray, np.ndarray, dict, dict, MjScene, np.ndarray | None, OutputSpec | None]:
+          ) -> tuple[np.ndarray, np.ndarray, dict, dict, MjScene, np.ndarray | None, OutputSpec | None,
+                     np.ndarray | None]:
     """(states (T, B, n), x0 (B, n), root attributes, per-world model fields, the scene resolved for gradients
-    (default: the file's model), the recorded output ``target`` or None for ``"x"``, its OutputSpec or None).
+    (default: the file's model), the recorded output ``target`` or None for ``"x"``, its OutputSpec or None, the
+    run's array controls (B, steps, nu) or None).
     ``jacobian="exact"`` asks for a backend with gradients (MJX); "auto" and "differences" take the backend the
     scene asks for, else the run default (MJX on an accelerator, MuJoCo C on a CPU)."""
     from mjharness.adapters import MjScene
@@ -96,7 +111,8 @@ def _read(path: PathLike, scene: SceneLike | None, target: str, jacobian: str = 
         if not isinstance(sc, MjScene):
             raise RolloutError(f"fit: the scene must be a MuJoCo scene (an MjScene), not a {type(sc).__name__}")
         out_file, spec = _output_target(f, sc, target) if target != "x" else (None, None)
-    return xs_file, x0, attrs, file_params, sc, out_file, spec
+        ctrl = _controls(f, path)
+    return xs_file, x0, attrs, file_params, sc, out_file, spec, ctrl
 
 
 def _starting_values(path: PathLike, scene: MjScene, params: Sequence[str], start: Start, file_params: dict, B: int,
@@ -226,13 +242,15 @@ def _solve(residual: Callable[[np.ndarray], np.ndarray], jacobian: Callable[[np.
     from .engine.announce import compiling
 
     def residual_np(x):  # mujoco.minimize passes points as columns (K, k)
+        # its trial points can cross a bound by a rounding (a mass of -9e-16, which MuJoCo refuses): clipped
         x = np.asarray(x, np.float64)
+        x = np.clip(x, lo, hi) if x.ndim == 1 else np.clip(x, lo[:, None], hi[:, None])
         if x.ndim == 1:
             return residual(x)
         return np.stack([residual(c) for c in x.T], axis=1)
 
     def jacobian_np(x, r):
-        x, r = np.asarray(x, np.float64).reshape(-1), np.asarray(r, np.float64).reshape(-1)
+        x, r = np.clip(np.asarray(x, np.float64).reshape(-1), lo, hi), np.asarray(r, np.float64).reshape(-1)
         jac = jacobian(x, r)
         if count[0] and newton_decrement(jac, r, x, lo, hi) <= DECREMENT_RTOL * float(r @ r):
             raise _Converged(x)
@@ -276,12 +294,15 @@ class _Problem:
     def residual(self, z: np.ndarray) -> np.ndarray:
         return np.asarray(self.fns[0](z, self.data), np.float64)
 
-    def jacobian(self, z: np.ndarray, r: np.ndarray | None = None, final: bool = False) -> np.ndarray:
+    def jacobian(self, z: np.ndarray, r: np.ndarray | None = None, final: bool = False,
+                 lo: np.ndarray | None = None, hi: np.ndarray | None = None,
+                 step: np.ndarray | None = None) -> np.ndarray:
         """The Jacobian at ``z`` (exact, or by differences on a backend without gradients: forward from the
-        residuals ``r`` at z during the iterations, central at the solution, ``final``)."""
+        residuals ``r`` at z during the iterations, central at the solution, ``final``, with steps ``step``; their
+        points inside the bounds ``lo``/``hi``)."""
         if self.exact:
             return np.asarray(self.fns[1](z, self.data), np.float64)
-        return np.asarray(self.fns[1](z, self.data, r, final), np.float64)
+        return np.asarray(self.fns[1](z, self.data, r, final, lo, hi, step), np.float64)
 
 
 def _problem(path: PathLike, params: Sequence[str], scene: SceneLike | None, integrator: IntegratorLike,
@@ -292,7 +313,7 @@ def _problem(path: PathLike, params: Sequence[str], scene: SceneLike | None, int
 
     from .engine.plan import scene_integrator
 
-    xs_file, x0, attrs, file_params, sc, out_file, spec = _read(path, scene, target, jacobian)
+    xs_file, x0, attrs, file_params, sc, out_file, spec, ctrl = _read(path, scene, target, jacobian)
     own = attrs.get("integrator")
     own = own.get("name") if isinstance(own, dict) else own
     integ = scene_integrator(sc, integrator if integrator is not None else own)
@@ -312,7 +333,8 @@ def _problem(path: PathLike, params: Sequence[str], scene: SceneLike | None, int
     # shapes (another file, other noise) reuses the compile.
     data: dict[str, Any] = {"goal": goal, "weight": _weights(goal, noise), "x0": np.asarray(x0, np.float64),
                             "base": {k: np.asarray(v, np.float64) for k, v in base.items()},
-                            "s0": [np.asarray(v, np.float64) for v in s0]}
+                            "s0": [np.asarray(v, np.float64) for v in s0],
+                            "ctrl": None if ctrl is None else ctrl[:, :steps]}  # the run's own, to the window's end
 
     def residual(z, data):
         fields = {k: jnp.asarray(v) for k, v in data["base"].items()}
@@ -324,7 +346,8 @@ def _problem(path: PathLike, params: Sequence[str], scene: SceneLike | None, int
                 sensors.append((fld, idx, part))
             else:
                 fields[fld] = fields[fld].at[idx].set(s * part if per_element else part)
-        t, xs = simulate(sc, integ, data["x0"], dt=dt, steps=steps, record_every=R, model_params=fields, t0=t0)
+        t, xs = simulate(sc, integ, data["x0"], dt=dt, steps=steps, record_every=R, model_params=fields, t0=t0,
+                         ctrl=data["ctrl"])
         if spec is not None:
             xs = _outputs(sc, spec, per_world, fields, t, xs)
             xs = fit_sensors.apply(xs, t, sensors, dims) if sensors else xs  # delays reach before the window
@@ -340,7 +363,8 @@ def _problem(path: PathLike, params: Sequence[str], scene: SceneLike | None, int
     key = None if tk is None else (
         tk, repr(getattr(integ, "config", lambda: integ)()), repr(resolved), tuple(shapes), per_element,
         per_world, None if spec is None else spec.name, dt, steps, R, t0, first,
-        tuple((k, np.shape(v)) for k, v in sorted(data["base"].items())), np.shape(goal), np.shape(x0))
+        tuple((k, np.shape(v)) for k, v in sorted(data["base"].items())), np.shape(goal), np.shape(x0),
+        np.shape(data["ctrl"]))
     return _Problem(path=os.path.abspath(os.fspath(path)), fns=_compiled(key, residual, data, z0), data=data, z0=z0,
                     s0=s0, shapes=shapes, sizes=sizes, resolved=resolved, attrs=attrs, integ=integ,
                     times=times[first:last], backend=sc.backend)
@@ -428,10 +452,11 @@ def fit(path: PathLike | Sequence[PathLike], params: Sequence[str], *, scene: Sc
     def residual(z):
         return np.concatenate([q.residual(z[ix]) for q, ix in zip(probs, index)])
 
-    def jacobian_of(z, r=None, final=False):
+    def jacobian_of(z, r=None, final=False, step=None):
         jac = np.zeros((rows[-1], z.size))
         for q, ix, a, b in zip(probs, index, rows[:-1], rows[1:]):
-            jac[a:b, ix] = q.jacobian(z[ix], None if r is None else r[a:b], final)
+            jac[a:b, ix] = q.jacobian(z[ix], None if r is None else r[a:b], final, lo[ix], hi[ix],
+                                      None if step is None else step[ix])
         return jac
 
     history: list[dict] = []
@@ -441,7 +466,11 @@ def fit(path: PathLike | Sequence[PathLike], params: Sequence[str], *, scene: Sc
                        f"fit: the Jacobian of the residuals over {', '.join(params)}", progress)
     on_iter(None)
     r = residual(z)
-    u = uncertainty(jacobian_of(z, r, final=True), r, known_noise=noise is not None)
+    jac = jacobian_of(z, r, final=True)
+    if not probs[0].exact:  # differences: Gauss-Newton steps on the Jacobian at the intervals' own scale
+        z, r, jac, polished = _polish(z, r, jac, residual, jacobian_of, lo, hi, noise is not None)
+        n_iter += polished
+    u = uncertainty(jac, r, known_noise=noise is not None)
     res = assemble(names, element_labels(names, sizes), sizes, shapes, s0, per_element, z, u, float(0.5 * r @ r),
                    n_iter, history)
     q = probs[0]
@@ -455,6 +484,44 @@ def fit(path: PathLike | Sequence[PathLike], params: Sequence[str], *, scene: Sc
         _write_report(os.fspath(report), res, inputs, dict(zip(names, s0)), q.times, q.data["goal"],
                       r[:rows[1]], q.data["weight"], target)
     return res
+
+
+# The differences path's last stage (``_polish``): central differences with steps of this fraction of each
+# parameter's standard error, and Gauss-Newton steps until the cost they promise is below POLISH_TOL of the
+# noise variance (a change of the estimate far below its standard error), at most POLISH_STEPS.
+POLISH_STEP, POLISH_TOL, POLISH_STEPS = 0.1, 1e-2, 8
+
+
+def _polish(z: np.ndarray, r: np.ndarray, jac: np.ndarray, residual: Callable, jacobian_of: Callable,
+            lo: np.ndarray, hi: np.ndarray, known_noise: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """(estimate, residuals, Jacobian, steps taken) after Gauss-Newton steps whose Jacobian is by central
+    differences with steps of ``POLISH_STEP`` standard errors.
+
+    Why: a rollout through contacts (a contact switching on at a margin) or joint friction (stick and slip) is
+    piecewise smooth in the parameters: a difference over sqrt(eps) or cbrt(eps) of a parameter that straddles
+    such an event is the jump over the step, not the slope, and one such column turns the solver's stop and the
+    intervals into noise (on gymnasium's hopper the two ±50 % starts stopped 8 standard errors apart). The
+    intervals describe the cost over a standard error, so the slope that matters is the one over a fraction of
+    it: there the events average out. Flagged (infinite standard error) parameters keep cbrt(eps) steps."""
+    scale = np.maximum(np.abs(z), 1.0)
+    floor = np.cbrt(np.finfo(np.float64).eps) * scale
+    steps = 0
+    for _ in range(POLISH_STEPS):
+        u = uncertainty(jac, r, known_noise)
+        h = np.where(np.isfinite(u.stderr), np.maximum(POLISH_STEP * u.stderr, floor), floor)
+        jac = jacobian_of(z, r, final=True, step=h)
+        free = np.linalg.norm(jac, axis=0) > 0
+        step = np.zeros_like(z)
+        step[free] = np.linalg.lstsq(jac[:, free], -r, rcond=None)[0]
+        promise = float(np.sum((jac @ step) ** 2))  # twice the decrease the linear model promises
+        if promise <= POLISH_TOL * u.sigma2:
+            break
+        z_new = np.clip(z + step, lo, hi)
+        r_new = residual(z_new)
+        if r_new @ r_new >= r @ r:
+            break  # the linear model does not hold at this step: keep the solver's estimate
+        z, r, steps = z_new, r_new, steps + 1
+    return z, r, jac, steps
 
 
 def _check_arguments(paths: list, params: Sequence[str], per_file: Sequence[str], start: Start, target: str,

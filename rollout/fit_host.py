@@ -42,7 +42,9 @@ def host_residual(sc, integ, dt, steps, R, t0, first, resolved, shapes, sizes, p
         names = list(per_col[0][0])
         fields = {k: np.concatenate([f[k] if per_world else np.broadcast_to(f[k], (B,) + f[k].shape)
                                      for f, _ in per_col]) for k in names}
+        u = data.get("ctrl")
         r = rollout(sc, integ, dt=dt, steps=steps, x0=np.tile(data["x0"], (c, 1)), t0=t0, record_every=R,
+                    ctrl=None if u is None else np.tile(u, (c, 1, 1)),
                     model_params=fields, outputs=None if spec is None else [spec.name], progress=False)
         xs_all = np.asarray(r.x if spec is None else r.outputs[spec.name], np.float64)
         out = np.empty((data["goal"].size, c))
@@ -59,20 +61,31 @@ def host_residual(sc, integ, dt, steps, R, t0, first, resolved, shapes, sizes, p
 
 
 def differences(residual: Callable) -> Callable:
-    """``jacobian(z, data, r0=None, central=False)`` of ``residual`` by finite differences, all points in one call
-    of ``residual`` (columns): forward differences (steps sqrt(eps) relative, at least that) from ``r0`` =
-    residual(z) when the solver has it (a solver iteration: K runs, as ``mujoco.minimize`` spends), else with z
-    in the same call; ``central=True``: central differences (steps cbrt(eps); 2K runs), for the intervals at
-    the solution."""
-    def jacobian(z, data, r0=None, central=False):
+    """``jacobian(z, data, r0=None, central=False, lo=None, hi=None)`` of ``residual`` by finite differences, all
+    points in one call of ``residual`` (columns): forward differences (steps sqrt(eps) relative, at least that)
+    from ``r0`` = residual(z) when the solver has it (a solver iteration: K runs, as ``mujoco.minimize`` spends),
+    else with z in the same call; ``central=True``: central differences (steps cbrt(eps), or ``step`` per
+    element; 2K runs), for the intervals at the solution. Every point stays inside the bounds ``lo``/``hi``: a
+    step that would leave them goes the other way (forward) or stops at the bound (central: then one-sided over
+    the part inside), so a mass or damping fitted to 0 is never simulated negative (which MuJoCo refuses)."""
+    def jacobian(z, data, r0=None, central=False, lo=None, hi=None, step=None):
         z = np.asarray(z, np.float64)
+        lo = np.full(z.size, -np.inf) if lo is None else np.asarray(lo, np.float64)
+        hi = np.full(z.size, np.inf) if hi is None else np.asarray(hi, np.float64)
         scale = np.maximum(np.abs(z), 1.0)
         if central:
-            h = np.cbrt(np.finfo(np.float64).eps) * scale
-            r = residual(np.concatenate([z[:, None] + np.diag(h), z[:, None] - np.diag(h)], axis=1), data)
-            return (r[:, :z.size] - r[:, z.size:]) / (2 * h)
+            h = np.cbrt(np.finfo(np.float64).eps) * scale if step is None else np.asarray(step, np.float64)
+            up, down = np.minimum(z + h, hi), np.maximum(z - h, lo)
+            pts_up, pts_down = np.tile(z[:, None], z.size), np.tile(z[:, None], z.size)
+            np.fill_diagonal(pts_up, up)
+            np.fill_diagonal(pts_down, down)
+            r = residual(np.concatenate([pts_up, pts_down], axis=1), data)
+            return (r[:, :z.size] - r[:, z.size:]) / (up - down)
         h = np.sqrt(np.finfo(np.float64).eps) * scale
-        pts = z[:, None] + np.diag(h)
+        h = np.where(z + h > hi, -h, h)  # at the upper bound: backward
+        pts = np.tile(z[:, None], z.size)
+        np.fill_diagonal(pts, z + h)
+        h = np.diagonal(pts) - z  # the step as rounded
         if r0 is None:
             r = residual(np.concatenate([pts, z[:, None]], axis=1), data)
             r0, r = r[:, -1], r[:, :-1]
