@@ -26,7 +26,8 @@ a dict of each parameter's value in the world(s) evaluated: on MJX one world's v
 the batch's ((B, *shape)). A run sets them per world as it sets model fields, under the names
 ``"force:<provider>.<param>"`` (``PARAM_PREFIX``): ``model_params={"force:drag.CD": (B,)}`` and
 ``randomize={"force:drag.CD": "*uniform(0.9, 1.1)", "force:drag.wind[1]": "normal(0, 3)"}``; the file records them
-with the other per-world fields (``/model_params/force:drag.CD``).
+with the other per-world fields (``/model_params/force:drag.CD``, long_name "force provider drag parameter CD, per
+world", units from ``add_force(..., param_units={"CD": "1"})``, else "unknown").
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from mjharness.integrators import StateError
 from .backends.providers import PARAM_PREFIX, ForceError, is_force_param, summed
 
 __all__ = ["ForceProvider", "ForceError", "add_force", "scene_forces", "mjx_forward", "mjx_wrench", "mjx_check",
-           "PARAM_PREFIX", "is_force_param", "force_params", "force_param"]
+           "PARAM_PREFIX", "is_force_param", "force_params", "force_param", "force_param_units"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -55,6 +56,7 @@ class ForceProvider:
     fn: Callable
     name: str
     params: dict | None = None
+    units: dict | None = None  # {param: unit string} the user declared (``/model_params`` attribute ``units``)
 
     def call(self, t, x, data, values: dict | None = None):
         """``fn(t, x, data[, params])`` with the parameters ``values`` (per world), the nominal ones where absent."""
@@ -70,6 +72,11 @@ class ForceProvider:
 def force_params(scene) -> dict:
     """{``"force:<provider>.<param>"``: nominal value (float64 array)} of every provider parameter of ``scene``."""
     return {p.field(k): v for p in scene_forces(scene) for k, v in (p.params or {}).items()}
+
+
+def force_param_units(scene) -> dict:
+    """{``"force:<provider>.<param>"``: unit} of the parameters whose provider declared one (``param_units``)."""
+    return {p.field(k): u for p in scene_forces(scene) for k, u in (p.units or {}).items()}
 
 
 def force_param(scene, field: str, what: str = "model_params") -> np.ndarray:
@@ -104,6 +111,20 @@ def _params(name: str, params) -> dict | None:
     return out
 
 
+def _units(name: str, units, params: dict | None) -> dict | None:
+    """``param_units`` as {param: unit string}, each naming one of the provider's parameters."""
+    if units is None:
+        return None
+    if not isinstance(units, dict) or not all(isinstance(u, str) and u.strip() for u in units.values()):
+        raise ForceError(f"add_force({name!r}): param_units must be a dict {{param: unit string}} (e.g. "
+                         f"{{'CD': '1', 'area': 'm2'}}), got {units!r}")
+    bad = sorted(map(str, set(units) - set(params or {})))
+    if bad:
+        raise ForceError(f"add_force({name!r}): param_units names {bad}, which are not among the provider's "
+                         f"params {sorted(params or {})}")
+    return {k: u.strip() for k, u in units.items()}
+
+
 def scene_forces(scene) -> tuple[ForceProvider, ...]:
     """The force providers of ``scene`` in the order they were added."""
     return scene.__dict__.get("_forces", ())
@@ -121,9 +142,12 @@ def _name(fn, name, taken: set) -> str:
     return next(n for n in (base, *(f"{base}{i}" for i in range(1, len(taken) + 2))) if n not in taken)
 
 
-def add_force(scene, fn, name: str | None = None, params: dict | None = None) -> ForceProvider:
+def add_force(scene, fn, name: str | None = None, params: dict | None = None,
+              param_units: dict | None = None) -> ForceProvider:
     """Add provider ``fn`` to ``scene`` (see module docstring); returns its record. ``params``: the provider's
-    nominal parameters ``{name: number or array}``, handed to ``fn(t, x, data, params)`` per world."""
+    nominal parameters ``{name: number or array}``, handed to ``fn(t, x, data, params)`` per world;
+    ``param_units``: ``{name: unit}`` of some of them, the ``units`` of their ``/model_params`` datasets (a
+    parameter without one is recorded with units "unknown")."""
     if not callable(fn):
         raise ForceError(f"add_force: fn must be callable fn(t, x, data), got {fn!r}")
     old = scene_forces(scene)
@@ -131,11 +155,12 @@ def add_force(scene, fn, name: str | None = None, params: dict | None = None) ->
     if "." in name or PARAM_PREFIX in name:  # the provider's name is part of its parameters' field names
         raise ForceError(f"add_force: name {name!r} may not contain '.' or {PARAM_PREFIX!r}")
     nominal = _params(name, params)
+    units = _units(name, param_units, nominal)
     if scene.registry.finalized:
         raise StateError(f"add_force({name!r}): the scene's layout is already finalized (scene.layout was used); "
                          "add force providers before the first use of the layout")
     scene.backend_impl.require("force_providers", f"add_force({name!r})")
-    provider = ForceProvider(fn, name, nominal)
+    provider = ForceProvider(fn, name, nominal, units)
     scene._forces = old + (provider,)
     try:
         scene.backend_impl.check_forces(scene)

@@ -433,14 +433,15 @@ class MjScene:
         self._rebuild(new_model, mjx_model)
 
     # -- forces (implemented in adapters/forces.py) ------------------------------------------------
-    def add_force(self, fn: Callable, name: str | None = None,
-                  params: dict | None = None) -> _forces.ForceProvider:
+    def add_force(self, fn: Callable, name: str | None = None, params: dict | None = None,
+                  param_units: dict | None = None) -> _forces.ForceProvider:
         """Add a force provider ``fn(t, x, data)`` evaluated at every stage: world-frame wrenches (nbody, 6) at each
         body's centre of mass (as ``xfrc_applied``), or ``{"qfrc": (nv,)}`` (and/or ``"xfrc"``); JAX per world
         on MJX, NumPy of the whole batch on MuJoCo C (leading axis B). ``params`` ({name: number or array}): the
         provider's parameters, then ``fn(t, x, data, params)``, set per world by ``model_params`` / ``randomize``
-        as ``"force:<name>.<param>"``. See ``adapters/forces.py``, docs/forces.md."""
-        return _forces.add_force(self, fn, name, params)
+        as ``"force:<name>.<param>"``; ``param_units`` ({param: unit}): their units in the file. See
+        ``adapters/forces.py``, docs/forces.md."""
+        return _forces.add_force(self, fn, name, params, param_units)
 
     def set_flight(self, joint: str | None = None, planet: Any = None, atmosphere: Any = None) -> Any:
         """Declare the flight frame (world = ECI): the free joint of the flying body, the ``environment.Planet``

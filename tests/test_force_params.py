@@ -7,6 +7,9 @@ provider without per-world parameters, which tests/test_forces.py checks against
 
 from __future__ import annotations
 
+import json
+
+import h5py
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -117,3 +120,28 @@ def test_bad_params_refused_when_added():
         s.add_force(drag_of(np), name="drag", params={"C D": 1.0})
     with pytest.raises(ForceError, match="may not contain '.'"):
         s.add_force(drag_of(np), name="a.b", params={"CD": 1.0})
+
+
+def test_file_long_names_and_declared_units(tmp_path):
+    s = MjScene(BALL, backend="mujoco")
+    s.add_force(drag_of(np), name="drag", params=NOMINAL, param_units={"CD": "1", "wind": "m/s"})
+    path = str(tmp_path / "u.h5")
+    rollout(s, "rk4", dt=DT, steps=2, batch=2, progress=False, out=path, randomize={"force:drag.CD": "*uniform(1, 2)"},
+            model_params={"force:drag.wind": np.zeros((2, 3)), "force:drag.area": np.full(2, 0.03)})
+    with h5py.File(path, "r") as f:
+        g = f["model_params"]
+        assert g["force:drag.CD"].attrs["long_name"] == "force provider drag parameter CD, per world"
+        assert g["force:drag.CD"].attrs["units"] == "1"
+        assert json.loads(g["force:drag.CD"].attrs["randomize"]) == {"force:drag.CD": "*uniform(1, 2)"}
+        assert g["force:drag.wind"].attrs["units"] == "m/s"
+        assert g["force:drag.area"].attrs["units"] == "unknown"  # not declared: the harness cannot know
+        assert g["force:drag.area"].attrs["long_name"] == "force provider drag parameter area, per world"
+
+
+def test_bad_param_units_refused_when_added():
+    s = MjScene(BALL, backend="mujoco")
+    with pytest.raises(ForceError, match=r"param_units names \['Cd'\].*\['CD', 'area', 'wind'\]"):
+        s.add_force(drag_of(np), name="drag", params=NOMINAL, param_units={"Cd": "1"})
+    with pytest.raises(ForceError, match="param_units must be a dict"):
+        s.add_force(drag_of(np), name="drag", params=NOMINAL, param_units={"CD": 1})
+    assert s.add_force(drag_of(np), name="drag", params=NOMINAL, param_units={"area": " m2 "}).units == {"area": "m2"}

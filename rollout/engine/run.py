@@ -16,6 +16,7 @@ import jax
 import numpy as np
 
 from mjharness.adapters.backends import ChunkRun, CtrlMode
+from mjharness.adapters.forces import force_param_units
 from mjharness.adapters.outputs import flagged_rows, output_attrs, sensor_table
 from mjharness.integrators import STATUS_TERMINATED as TERMINATED
 from mjharness.integrators.status import failed
@@ -117,12 +118,17 @@ CARRY_VIEWS = (_ep.CTRL, _ep.EPISODE, _ep.REWARD)
 
 
 def _param_attrs(plan: Plan) -> dict:
-    """{field: {"randomize": {KEY: DIST}}}: each randomized field's distributions, as the file records them."""
+    """{field: {"randomize": {KEY: DIST}, "units": unit}}: each randomized field's distributions, and the units of
+    force provider parameters their provider declared, as the file records them."""
     rand = plan.params.randomize or {}
     out: dict[str, dict] = {}
     for key, dist in rand.items():
         field = field_of_key(key) if is_force_key(key) else key.partition(":")[0].partition("[")[0]
         out.setdefault(field, {}).setdefault("randomize", {})[key] = dist
+    scene = plan.physics.scene
+    declared = force_param_units(scene) if hasattr(scene, "__dict__") else {}  # add_force(..., param_units=)
+    for field, unit in declared.items():
+        out.setdefault(field, {})["units"] = unit
     return {name: a for name, a in out.items() if name in plan.params.fields}
 
 

@@ -143,6 +143,16 @@ def model_field_units(field: str) -> str:
     return MODEL_FIELD_UNITS.get(field, "unknown")
 
 
+def model_param_long_name(field: str) -> str:
+    """The ``long_name`` of ``/model_params/<field>``: a model field's, or a force provider parameter's
+    (``"force:drag.CD"`` -> "force provider drag parameter CD, per world"; its units are what the provider declared,
+    set by the run through the field's attributes)."""
+    if field.startswith("force:"):
+        provider, _, param = field[len("force:"):].partition(".")
+        return f"force provider {provider} parameter {param}, per world"
+    return f"per-world model field {field}"
+
+
 def common_units(units, where: str) -> str:
     """One ``units`` attribute for components ``units``: their unit when they share one, else where to look."""
     kinds = set(units)

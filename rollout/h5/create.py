@@ -137,9 +137,9 @@ def _write_model_params(f: h5py.File, spec: FileSpec) -> None:
     for name, v in spec.model_params.items():
         v = np.asarray(v)
         ds = create_small(pg, name, v)
-        for k, a in spec.model_param_attrs.get(name, {}).items():
+        cf.describe(ds, cf.model_param_long_name(name), cf.model_field_units(name))
+        for k, a in spec.model_param_attrs.get(name, {}).items():  # after: a provider's declared units win
             set_attr(ds, k, a)
-        cf.describe(ds, f"per-world model field {name}", cf.model_field_units(name))
         if v.ndim and v.shape[0] == world.shape[0]:
             ds.dims[0].attach_scale(world)
         for i, size in enumerate(v.shape[1:], start=1):
