@@ -62,7 +62,11 @@ def draw_params(scene, randomize: dict, seed: int, world_offset: int, B: int, ex
     mine = {k: v for k, v in explicit.items() if not is_force_key(k)}
     out = member_draws(scene, keys, mine, "") if keys or mine else {}
     if forces:
-        scene.backend_impl.require("per_world_params", f"randomize {sorted(forces)} (force parameters per world)")
+        impl = getattr(scene, "backend_impl", None)
+        if impl is None:  # a System: its members' providers are not addressed by these keys
+            raise RolloutError(f"randomize {sorted(forces)}: force parameters belong to an MjScene's providers; "
+                               f"a {type(scene).__name__} has none of its own")
+        impl.require("per_world_params", f"randomize {sorted(forces)} (force parameters per world)")
     out.update(draw_force_params(scene, forces, seed, worlds, fixed) if forces else fixed)
     return out
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import h5py
 import mujoco
@@ -48,6 +48,9 @@ TABLES = {"layout": ("layout_table", "layout"), "episodes": ("episodes",), "sens
 # Reads of a file being written that fail (a checksum of a chunk its writer is rewriting) are retried this
 # often before the error is raised: a torn read resolves as soon as the writer's write completes.
 LIVE_READ_ATTEMPTS = 20
+
+
+_File = TypeVar("_File", bound="RolloutFile")
 
 
 class RolloutFile:
@@ -104,7 +107,7 @@ class RolloutFile:
     def close(self) -> None:
         self._f.close()
 
-    def __enter__(self) -> RolloutFile:
+    def __enter__(self: _File) -> _File:  # a subclass's (rollout.replay.RolloutFile's) own type
         return self
 
     def __exit__(self, *exc: object) -> None:
