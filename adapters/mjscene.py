@@ -316,6 +316,15 @@ class MjScene:
         other.mjx_model = mjx_model
         return other
 
+    _force_values: dict  # set on a copy only (with_force_values); forces.provider_params reads it
+
+    def with_force_values(self, values: dict) -> MjScene:
+        """Shallow copy whose force providers get ``values`` ``{"force:<provider>.<param>": value}`` (one world's
+        provider parameters, read by ``forces.provider_params``)."""
+        other = copy.copy(self)
+        other._force_values = dict(values)
+        return other
+
     def with_params(self, params: dict) -> MjScene:
         """Shallow copy evaluating one world's model fields ``{path: value}`` (per-world parameters: model_params,
         randomize): its backend decides how (MJX: the MJX model with them replaced; MuJoCo C: the host pool

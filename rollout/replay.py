@@ -393,7 +393,7 @@ def replay(f: _FileReader, world: int, episode: int, *, check: bool = True, inte
                time=np.float64(a.get("t0", 0.0)) + (row.samples.astype(np.int64) + 1) * R * np.float64(a["dt"]),
                x=np.asarray(r.x[at, 0], np.float64), ctrl=None if u is None else u[at])
     if check:
-        exact = run_backend == "mujoco" and a.get("backend") == "mujoco"
+        exact = batch_invariant(run_backend) and batch_invariant(a.get("backend"))
         compare(f, row, out, exact=exact)
     return out
 
@@ -417,6 +417,17 @@ def compare(f: _FileReader, row: EpisodeRow, out: dict, *, exact: bool) -> None:
         f"{xr[i, col]!r} ({how}; {int((~same).any(axis=1).sum())} of the episode's {len(xr)} samples differ)",
         world=row.world, episode=row.episode, sample=j, step=s, state=name, file_value=float(xf[i, col]),
         replay_value=float(xr[i, col]))
+
+
+def batch_invariant(backend) -> bool:
+    """Whether a run on ``backend`` (a name; None: unknown) gives a world the numbers it would have alone (MuJoCo C:
+    then a replay is compared bit for bit)."""
+    from mjharness.adapters.backends import BackendError, get_backend
+
+    try:
+        return bool(get_backend(str(backend)).caps.batch_invariant)
+    except BackendError:  # no backend recorded (None), or one this installation does not know
+        return False
 
 
 class RolloutFile(_FileReader):

@@ -46,8 +46,8 @@ def page() -> str:
              "`steps` must be a multiple of `record_every` (the file never claims steps it did not record).",
              "",
              "Options whose flag is `—` are keywords of `rollout()` only; the command line gives their values "
-             "through its own flags (`--out`, `--resume`, `--ctrl`, `--controller`, `--terminate`, `--reward`, `--param`, "
-             "`--integrator`, `--dtype`: [Command line](cli.md)).", ""]
+             "through its own flags (`--out`, `--resume`, `--ctrl`, `--controller`, `--terminate`, `--reward`, "
+             "`--param`, `--integrator`, `--dtype`: [Command line](cli.md)).", ""]
     for group, title in TITLES.items():
         names = [n for n, g in spec.OPTION_GROUP.items() if g == group]
         lines += [f"## {title}", "",

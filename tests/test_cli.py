@@ -379,7 +379,7 @@ def test_every_command_is_there_and_debug_goes_either_side(capsys):
     parser = build_parser()
     choices = parser._subparsers._group_actions[0].choices
     assert set(choices) == {"run", "show", "inspect", "check", "cases", "bench", "hangrepro", "fit", "render", "verify",
-                            "probe", "rerun", "examples"}
+                            "probe", "rerun", "examples", "export", "replay"}
     assert parser.parse_args(["--debug", "inspect"]).debug and parser.parse_args(["inspect", "--debug"]).debug
     assert not parser.parse_args(["inspect"]).debug
     for name in choices:

@@ -28,6 +28,8 @@ CAPABILITIES = {
     "float64": "float64 dynamics",
     "per_world_outputs": "recorded outputs evaluated on per-world model fields",
     "force_providers": "force providers (add_force: evaluated between the velocity and acceleration stages)",
+    "batch_invariant": "a world's numbers independent of its batch (each world stepped alone: a replay of one "
+                       "world is bit for bit)",
 }
 
 
@@ -128,6 +130,9 @@ class Capabilities:
         float64: dynamics evaluated in float64 (MJWarp's kernels are float32 only).
         per_world_outputs: recorded outputs evaluated on each world's own model fields.
         force_providers: ``add_force`` providers evaluated at every stage.
+        batch_invariant: a world's numbers do not depend on the batch it ran in (MuJoCo C steps each world with
+            its own ``mj_step``; XLA and CUDA kernels compile per batch size), so one world run alone repeats it
+            bit for bit (``rollout.replay``).
     """
 
     mjx_data: bool
@@ -141,6 +146,7 @@ class Capabilities:
     float64: bool
     per_world_outputs: bool = True
     force_providers: bool = True
+    batch_invariant: bool = False
 
     def has(self, cap: str) -> bool:
         if cap not in CAPABILITIES:
@@ -227,8 +233,7 @@ class Backend:
 
         fields = {k: v for k, v in params.items() if not is_force_param(k)}
         twin = scene.with_model(scene.mjx_model.tree_replace(fields)) if fields else copy.copy(scene)
-        twin._force_values = {k: v for k, v in params.items() if is_force_param(k)}
-        return twin
+        return twin.with_force_values({k: v for k, v in params.items() if is_force_param(k)})
 
     def euler(self, scene: Any, t: ArrayLike, x: ArrayLike, h: ArrayLike, ctrl: ArrayLike | None,
               carry: dict | None) -> tuple[Any, Array]:

@@ -41,7 +41,7 @@ class MujocoBackend(Backend):
     summary = "MuJoCo C on CPU threads: runs models MJX refuses; the fastest on CPU; not differentiable"
     caps = Capabilities(mjx_data=False, differentiable=False, per_world_params=True, extra_states=False,
                         body_noise=False, joint_noise=True, outputs=True, callable_outputs=False, float64=True,
-                        per_world_outputs=True)
+                        per_world_outputs=True, batch_invariant=True)
     unroll_stages = True  # a stage is one host call: nothing to gain from tracing it once in a loop
 
     def check_options(self, *, threads, naconmax):

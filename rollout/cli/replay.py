@@ -24,7 +24,7 @@ def add_parser(sub) -> None:
 
 
 def command(args) -> int:
-    from mjharness.rollout.replay import ReplayMismatchError, open_rollout
+    from mjharness.rollout.replay import ReplayMismatchError, batch_invariant, open_rollout
 
     with open_rollout(args.file) as f:
         try:
@@ -37,6 +37,6 @@ def command(args) -> int:
               f"{int(steps.max())} ({len(steps)} samples, t {out['time'][0]:.6g}..{out['time'][-1]:.6g} s) on "
               f"{f.attrs.get('backend')}")
         if args.check:
-            print("  states identical to the file's" + (" bit for bit" if f.attrs.get("backend") == "mujoco" else
-                                                         " within rtol 1e-9"))
+            exact = batch_invariant(f.attrs.get("backend"))
+            print("  states identical to the file's" + (" bit for bit" if exact else " within rtol 1e-9"))
     return 0
