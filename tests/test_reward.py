@@ -5,31 +5,20 @@ the compiled (MJX) chunk, NumPy functions called exactly once per world and peri
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from conftest import cached_scene
 
 from mjharness.adapters import MjScene
+from mjharness.examples import arm_reach as ARM  # the bundled example (examples/arm_reach.py)
 from mjharness.rollout import Controller, Reward, RolloutError, Termination, open_rollout, rollout
 from mjharness.rollout.cli.app import main
 from mjharness.rollout.engine.checks import RolloutTypeError
 
-ROOT = Path(__file__).resolve().parents[1]
 STEPS, B, EVERY = 480, 4, 4
 
 
-def _example(name):
-    spec = importlib.util.spec_from_file_location(f"example_{name}", ROOT / "examples" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-ARM = _example("arm_reach")
 TARGET = np.asarray(ARM.TARGET0)
 
 

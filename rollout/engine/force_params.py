@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import RolloutError
-from .randomize import KEY_SYNTAX, Target, draw, parse_dist
+from .randomize import KEY_SYNTAX, Target, draw, parse_dist, refuse_overlaps
 
 PREFIX = "force:"
 
@@ -78,12 +78,7 @@ def draw_force_params(scene, randomize: dict, seed: int, worlds, explicit: dict)
     ``randomize`` entries on top, for the worlds ``worlds`` (global indices)."""
     worlds = np.asarray(worlds)
     targets = [resolve_force_target(scene, k, v) for k, v in randomize.items()]
-    seen: dict[tuple[str, int], str] = {}
-    for t in targets:
-        for i in t.flat.tolist():
-            other = seen.setdefault((t.field, i), t.key)
-            if other != t.key:
-                raise RolloutError(f"randomize: {other!r} and {t.key!r} both draw element {i} of {t.field}")
+    refuse_overlaps(targets)
     out = {k: np.array(v, np.float64) for k, v in explicit.items()}
     for t in targets:
         if t.field not in out:

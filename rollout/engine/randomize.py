@@ -170,13 +170,18 @@ def resolve_targets(model: mujoco.MjModel, randomize: dict, member: str | None =
     if not isinstance(randomize, dict):
         raise RolloutError(f"randomize must be a dict {{KEY: DIST}}, got {type(randomize).__name__}")
     targets = tuple(resolve_target(model, k, v, member) for k, v in randomize.items())
+    refuse_overlaps(targets)
+    return targets
+
+
+def refuse_overlaps(targets) -> None:
+    """Two keys drawing the same element of a field are refused (their order would matter)."""
     seen: dict[tuple[str, int], str] = {}
     for t in targets:
         for i in t.flat.tolist():
             other = seen.setdefault((t.field, i), t.key)
             if other != t.key:
                 raise RolloutError(f"randomize: {other!r} and {t.key!r} both draw element {i} of {t.field}")
-    return targets
 
 
 def draw(target: Target, seed: int, world: int) -> np.ndarray:
