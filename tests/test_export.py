@@ -100,6 +100,58 @@ def test_minari_round_trip(run):
     np.testing.assert_array_equal(ep.observations["qpos"][0], x0[rows[second]["world"], :4])
 
 
+def test_minari_file_is_what_minaris_own_writer_writes(run):
+    """The episodes written through h5py's low-level calls are, object for object, what Minari's own writer
+    (create_dataset_from_buffers + update_episode_metadata) makes of the same episodes: groups, datasets (dtype,
+    shape, unlimited first axis, values), attributes (names, values, HDF5 types); only the chunk sizes differ."""
+    from minari.data_collector import EpisodeBuffer
+
+    d, path = run
+    export(path, d / "mi_layout", format="minari", obs=("qpos", "qvel"), progress=False)
+    ds = _minari(d / "mi_layout", "arm-v0")
+    n = 3
+    metas = list(ds.storage.get_episode_metadata(range(n)))
+    buffers = [EpisodeBuffer(id=i, seed=int(m["seed"]), observations=dict(ep.observations), actions=ep.actions,
+                             rewards=ep.rewards, terminations=ep.terminations, truncations=ep.truncations)
+               for i, (ep, m) in enumerate(zip(ds.iterate_episodes(range(n)), metas))]
+    os.environ["MINARI_DATASETS_PATH"] = str(d / "mi_theirs")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            theirs = minari.create_dataset_from_buffers("theirs-v0", buffers, observation_space=ds.observation_space,
+                                                        action_space=ds.action_space, data_format="hdf5")
+        theirs.storage.update_episode_metadata([{k: v for k, v in m.items() if k not in ("id", "seed")}
+                                               for m in metas], range(n))
+    finally:
+        del os.environ["MINARI_DATASETS_PATH"]
+
+    def objects(p):
+        out = {}
+        with h5py.File(p) as h:
+            def visit(name, o):
+                attrs = {k: (o.attrs[k], o.attrs.get_id(k).get_type().get_class(), o.attrs.get_id(k).shape)
+                         for k in o.attrs}
+                if isinstance(o, h5py.Dataset):
+                    out[name] = (o.dtype, o.shape, o.maxshape, o[()].tobytes(), attrs)
+                else:
+                    out[name] = ("group", attrs)
+            for i in range(n):
+                visit(f"episode_{i}", h[f"episode_{i}"])
+                h[f"episode_{i}"].visititems(lambda name, o, i=i: visit(f"episode_{i}/{name}", o))
+        return out
+
+    ours = objects(d / "mi_layout" / "arm-v0" / "data" / "main_data.hdf5")
+    ref = objects(d / "mi_theirs" / "theirs-v0" / "data" / "main_data.hdf5")
+    assert ours.keys() == ref.keys()
+    for k in ref:
+        a, b = ours[k], ref[k]
+        assert a[:-1] == b[:-1], k
+        assert a[-1].keys() == b[-1].keys(), k
+        for name in b[-1]:
+            (va, ca, sa), (vb, cb, sb) = a[-1][name], b[-1][name]
+            assert (type(va), ca, sa) == (type(vb), cb, sb) and np.array_equal(va, vb), (k, name, va, vb)
+
+
 def _decimated(d, every, record_every):
     path = str(d / f"soft_{every}_{record_every}.h5")
     if not os.path.exists(path):
@@ -252,6 +304,34 @@ def test_lerobot_round_trip(run):
                                           cache_dir=str(d / "hf"))
     ep_hf = ep_hf.select_columns([k for k in ep_hf.features if not k.startswith("stats/")])
     assert ep_hf["dataset_to_index"][-1] == info["total_frames"] and ep_hf["tasks"][0] == [info["robot_type"]]
+
+
+def test_lerobot_data_files_hold_whole_episodes(run, monkeypatch):
+    """Data files end before DEFAULT_DATA_FILE_SIZE_IN_MB (here 0.05 MB: some episodes are larger than a file and
+    have one of their own): several files, written side by side, each episode whole in the file meta/episodes
+    names, the frames and stats those of the one-file export."""
+    from mjharness.rollout.export import lerobot
+
+    d, path = run
+    one = export(path, d / "le_one", format="lerobot", obs="qpos,qvel", progress=False)
+    monkeypatch.setattr(lerobot, "DEFAULT_DATA_FILE_SIZE_IN_MB", 0.05)
+    root = export(path, d / "le_split", format="lerobot", obs="qpos,qvel", progress=False)
+    info, frames, eps = validate_v3(root)
+    files = eps.groupby(["data/chunk_index", "data/file_index"])
+    assert files.ngroups > 3
+    row_mb = pq.read_table(os.path.join(one, V3_DATA.format(chunk_index=0, file_index=0))).nbytes / 2**20 / len(frames)
+    for (c, fi), group in files:
+        index = pq.read_table(os.path.join(root, V3_DATA.format(chunk_index=c, file_index=fi)),
+                              columns=["index"]).column("index").to_numpy()
+        expect = np.concatenate([np.arange(a, b) for a, b in zip(group["dataset_from_index"],
+                                                                 group["dataset_to_index"])])
+        np.testing.assert_array_equal(index, expect)  # whole episodes, nothing else
+        assert len(group) == 1 or len(index) * row_mb <= 0.05 + 1e-12
+    _, frames_one, _ = validate_v3(one)
+    for k in frames.columns:
+        np.testing.assert_array_equal(np.stack(frames[k].to_numpy()), np.stack(frames_one[k].to_numpy()), err_msg=k)
+    stats = [json.load(open(os.path.join(r, "meta/stats.json"))) for r in (root, one)]
+    assert stats[0] == stats[1]
 
 
 def test_lerobot_video(run):

@@ -82,10 +82,9 @@ class ExportPlan:
     skipped: dict
     has_reward: bool
     nu: int
-    ctrl_slot: tuple
-    reward_slot: tuple | None
     meta: dict = field(default_factory=dict)
     reset_to: str = "x0"
+    slots: dict = field(default_factory=dict)  # carry entry -> (shape, offset, size)
     model_params: dict = field(default_factory=dict)  # read once: RolloutFile reads on every access
 
 
@@ -188,15 +187,29 @@ def period_frames(row: dict, *, record_every: int, every: int) -> np.ndarray:
 EPISODE_ENTRIES = ("episode", "episode_start", "terminated")
 
 
+def carry_columns(f: RolloutFile, slots: dict, names, sel: tuple) -> dict:
+    """name -> ``/carry[sel + (entry's columns,)]`` of carry entries ``names`` (slot: (shape, offset, size)), a
+    scalar entry without its last axis: one read of the columns' span (a contiguous hyperslab reads ~5x faster
+    than a list of columns, and much faster than every column of the chunks)."""
+    lo = min(slots[k][1] for k in names)
+    hi = max(slots[k][1] + slots[k][2] for k in names)
+    span = f.read("carry", sel + (slice(lo, hi),))
+    out = {}
+    for k in names:
+        shape, off, size = slots[k]
+        a = span[..., off - lo:off - lo + size]
+        out[k] = a[..., 0] if shape == () else a
+    return out
+
+
 def _rows(f: RolloutFile) -> list:
     """``f.episode_table()``'s rows, its three carry entries read in one pass over ``/carry`` (the reader reads
     each entry in a pass of its own, and every pass decodes and checksums whole chunks of every entry)."""
     slots = carry_slots_of_table(f.table("layout"))
     if all(k in slots for k in EPISODE_ENTRIES):
         a, T = f.attrs, f.samples
-        offs = sorted(slots[k][1] for k in EPISODE_ENTRIES)  # h5py reads a list of columns in increasing order
-        cols = f.read("carry", np.s_[:T, :, offs])
-        ep, start, pending = (cols[:, :, offs.index(slots[k][1])] for k in EPISODE_ENTRIES)
+        cols = carry_columns(f, slots, EPISODE_ENTRIES, np.s_[:T, :])
+        ep, start, pending = (cols[k] for k in EPISODE_ENTRIES)
         return episode_table(ep.astype(np.int64), start, pending, f.status, f.status_step,
                              record_every=int(a["record_every"]), steps=int(a["steps"]), samples_done=T,
                              complete=f.complete, world_offset=int(a.get("world_offset", 0) or 0))
@@ -246,9 +259,9 @@ def plan_export(f: RolloutFile, out, *, format: str, obs=DEFAULT_OBS) -> ExportP
                                f"({', '.join(f'{v} {k}' for k, v in skipped.items() if v) or 'no episodes'})")
     has_reward = "reward" in slots
     return ExportPlan(f, format, out, obs, every, record_every, dt, 1.0 / (every * dt), episodes, skipped,
-                      has_reward, int(slots["ctrl"][2]), slots["ctrl"][1:], slots["reward"][1:] if has_reward else None,
+                      has_reward, int(slots["ctrl"][2]),
                       meta=_file_meta(f, a, has_reward, every), reset_to=str(a.get("reset_to") or "x0"),
-                      model_params=f.model_params)
+                      slots=slots, model_params=f.model_params)
 
 
 def _file_meta(f: RolloutFile, a: dict, has_reward: bool, every: int) -> dict:
@@ -275,7 +288,8 @@ def world_blocks(plan: ExportPlan):
     """(w0, w1, episodes of worlds w0..w1-1) in world order, each block's arrays within ``BLOCK_BYTES``."""
     f = plan.file
     T, n, nc = f.samples, f.h5["x"].shape[2], f.h5["carry"].shape[2]
-    per_world = 8 * T * (n + nc + sum(o.size for o in plan.obs if o.output is not None)) + 1  # what read_block reads
+    # at most what read_block reads
+    per_world = 8 * T * (n + nc + sum(o.size for o in plan.obs if o.output is not None)) + 1
     width = max(1, BLOCK_BYTES // per_world)
     by_world: dict[int, list] = {}
     for ep in plan.episodes:
@@ -304,14 +318,9 @@ def read_block(plan: ExportPlan, w0: int, w1: int) -> Block:
     x = f.read("x", sel) if any(o.cols is not None for o in plan.obs) else np.zeros((T, w1 - w0, 0))
     outputs = {o.name: f.read(f"outputs/{o.output}", sel).reshape(T, w1 - w0, o.size)
                for o in plan.obs if o.output is not None}
-    carry = f.read("carry", sel)  # one read: its chunks hold every entry, each checksummed
-    off, size = plan.ctrl_slot
-    ctrl = carry[:, :, off:off + size]
-    if plan.reward_slot is None:
-        reward = np.zeros((T, w1 - w0))
-    else:
-        off, size = plan.reward_slot
-        reward = carry[:, :, off:off + size].reshape(T, w1 - w0)
+    carry = carry_columns(f, plan.slots, ("ctrl", "reward") if plan.has_reward else ("ctrl",), sel)
+    ctrl = carry["ctrl"]
+    reward = carry["reward"] if plan.has_reward else np.zeros((T, w1 - w0))
     return Block(w0, x, outputs, ctrl, reward)
 
 
@@ -330,13 +339,23 @@ class Frames:
     terminated: np.ndarray
     truncated: np.ndarray
 
-    def observations(self, i: int) -> dict:
-        """Episode i's N+1 observations: its first state, then each period's end."""
-        a, b = self.bounds[i], self.bounds[i + 1]
-        return {k: np.concatenate([self.before[k][a:a + 1], v[a:b]]) for k, v in self.after.items()}
-
     def episode(self, i: int) -> slice:
         return slice(int(self.bounds[i]), int(self.bounds[i + 1]))
+
+
+def episode_observations(fr: Frames) -> dict:
+    """name -> (F + E, size): every episode's N+1 observations (its first state, then each period's end), episode
+    i in rows ``bounds[i] + i : bounds[i + 1] + i + 1``: one scatter per name, not a copy per episode."""
+    lengths = np.diff(fr.bounds)
+    first = fr.bounds[:-1] + np.arange(len(lengths))  # row of each episode's first observation
+    is_first = np.zeros(int(fr.bounds[-1]) + len(lengths), bool)
+    is_first[first] = True
+    out = {}
+    for k, after in fr.after.items():
+        a = np.empty((len(is_first),) + after.shape[1:], after.dtype)
+        a[first], a[~is_first] = fr.before[k][fr.bounds[:-1]], after
+        out[k] = a
+    return out
 
 
 def block_frames(plan: ExportPlan, block: Block, eps: list, firsts: list) -> Frames:

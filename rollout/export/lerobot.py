@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
 
 import numpy as np
 
@@ -98,15 +97,26 @@ class Stats:
         return out
 
 
+def _segment_sums(a: np.ndarray, bounds: np.ndarray) -> tuple:
+    """(min, max, sum, sum of squares) of each segment ``bounds[i]:bounds[i+1]`` of (F, k) ``a``, each (E, k).
+    One component: ``reduceat``; several: a loop over segments (``reduceat`` down the columns of a (F, k) array
+    is 2-4x slower than the loop, and a transposed copy costs more than both)."""
+    if a.shape[1] == 1:
+        at = bounds[:-1]
+        return (np.minimum.reduceat(a, at, axis=0), np.maximum.reduceat(a, at, axis=0),
+                np.add.reduceat(a, at, axis=0), np.add.reduceat(a * a, at, axis=0))
+    segs = [a[i:j] for i, j in zip(bounds[:-1], bounds[1:])]
+    return (np.stack([g.min(axis=0) for g in segs]), np.stack([g.max(axis=0) for g in segs]),
+            np.stack([g.sum(axis=0) for g in segs]), np.stack([np.einsum("ij,ij->j", g, g) for g in segs]))
+
+
 def _episode_stats(columns: dict, bounds: np.ndarray, stats: Stats) -> dict:
-    """stats/<feature>/<stat> of each episode: ``reduceat`` over the concatenated frames ``bounds`` (E+1,); the
-    same sums, merged, make the dataset's stats."""
-    starts, n = bounds[:-1], np.diff(bounds)
+    """stats/<feature>/<stat> of each episode over the concatenated frames ``bounds`` (E+1,); the same sums,
+    merged, make the dataset's stats."""
+    n = np.diff(bounds)
     out = {}
     for name, a in columns.items():
-        a = np.asarray(a, dtype=np.float64).reshape(len(a), -1)
-        s, ss = np.add.reduceat(a, starts, axis=0), np.add.reduceat(a * a, starts, axis=0)
-        lo, hi = np.minimum.reduceat(a, starts, axis=0), np.maximum.reduceat(a, starts, axis=0)
+        lo, hi, s, ss = _segment_sums(np.asarray(a, dtype=np.float64).reshape(len(a), -1), bounds)
         stats.merge(name, (lo.min(axis=0), hi.max(axis=0), s.sum(axis=0), ss.sum(axis=0), int(n.sum())))
         mean = s / n[:, None]
         var = np.maximum(ss / n[:, None] - mean * mean, 0.0)
@@ -146,47 +156,63 @@ def _block_columns(plan: ExportPlan, fr, first_index: int, first_episode: int) -
     return cols
 
 
+def _write_parquet(path: str, tables: list) -> None:
+    import pyarrow.parquet as pq
+
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    # Snappy as LeRobot writes; no dictionary pages: simulated floats never repeat (the encoder's attempt cost a
+    # third of the write).
+    with pq.ParquetWriter(path, tables[0].schema, compression="snappy", use_dictionary=False) as w:
+        for t in tables:
+            w.write_table(t)
+
+
 class DataFiles:
-    """``data/chunk-*/file-*.parquet``: a new file once the current one holds ``DEFAULT_DATA_FILE_SIZE_IN_MB``
-    (uncompressed, as LeRobot counts it); an episode never spans two files. Tables are encoded and written on a
-    thread of their own (pyarrow releases the GIL) while the next block's frames and stats are computed; ``close``
-    waits for them and raises what failed."""
+    """``data/chunk-*/file-*.parquet``: whole episodes, a new file before the current one would pass
+    ``DEFAULT_DATA_FILE_SIZE_IN_MB`` (uncompressed, as LeRobot counts it; an episode larger than that has a file
+    of its own), and a new file for each block. Each file is encoded and written as one job on a pool of two
+    threads (pyarrow releases the GIL: files are written side by side, and while the block's stats and the next
+    block's frames are computed); ``close`` waits for them and raises what failed."""
 
     def __init__(self, root: str):
         from concurrent.futures import ThreadPoolExecutor
 
         self.root, self.chunk, self.file, self.mb = root, 0, 0, 0.0
-        self.writer: Any = None
-        self.paths: list[str] = []
-        self._pool = ThreadPoolExecutor(1)  # one worker: the writes keep their order
+        self.tables: list = []  # the current file's
+        self._pool = ThreadPoolExecutor(2)
         self._jobs: list = []
 
-    def write(self, table) -> tuple:
-        """Queue ``table`` (whole episodes) for writing; returns the (chunk, file) it goes to."""
-        import pyarrow.parquet as pq
-
-        mb = table.nbytes / 2**20
-        if self.writer is not None and self.mb + mb > DEFAULT_DATA_FILE_SIZE_IN_MB:
-            self._jobs.append(self._pool.submit(self.writer.close))
-            self.writer, self.mb = None, 0.0
+    def _flush(self) -> None:
+        if self.tables:
+            path = os.path.join(self.root, DEFAULT_DATA_PATH.format(chunk_index=self.chunk, file_index=self.file))
+            self._jobs.append(self._pool.submit(_write_parquet, path, self.tables))
+            self.tables, self.mb = [], 0.0
             self.file += 1
             if self.file == DEFAULT_CHUNK_SIZE:
                 self.chunk, self.file = self.chunk + 1, 0
-        if self.writer is None:
-            path = os.path.join(self.root, DEFAULT_DATA_PATH.format(chunk_index=self.chunk, file_index=self.file))
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            # Snappy as LeRobot writes; no dictionary pages: simulated floats never repeat (the encoder's attempt
-            # cost a third of the write).
-            self.writer = pq.ParquetWriter(path, table.schema, compression="snappy", use_dictionary=False)
-            self.paths.append(path)
-        self._jobs.append(self._pool.submit(self.writer.write_table, table))
-        self.mb += mb
-        return self.chunk, self.file
+
+    def write(self, table, bounds: np.ndarray) -> np.ndarray:
+        """Queue ``table``, whole episodes at rows ``bounds`` (E+1,); returns each episode's (chunk, file), (E, 2)."""
+        row_mb = table.nbytes / 2**20 / max(table.num_rows, 1)
+        where = np.empty((len(bounds) - 1, 2), dtype=np.int64)
+        i = 0
+        while i < len(bounds) - 1:
+            ends_mb = (bounds[i + 1:] - bounds[i]) * row_mb  # the file's growth with each further episode
+            j = i + int(np.searchsorted(ends_mb, DEFAULT_DATA_FILE_SIZE_IN_MB - self.mb, side="right"))
+            if j == i:
+                if self.tables:
+                    self._flush()
+                    continue
+                j = i + 1  # one episode larger than a file
+            self.tables.append(table.slice(int(bounds[i]), int(bounds[j] - bounds[i])))
+            self.mb += float(ends_mb[j - i - 1])
+            where[i:j] = self.chunk, self.file
+            i = j
+        self._flush()
+        return where
 
     def close(self) -> None:
-        if self.writer is not None:
-            self._jobs.append(self._pool.submit(self.writer.close))
-            self.writer = None
+        self._flush()
         self._pool.shutdown(wait=True)
         for job in self._jobs:
             job.result()
@@ -216,10 +242,10 @@ def write_lerobot(plan: ExportPlan, *, video=None, task: str | None = None, prog
                 fr = block_frames(plan, block, eps, [first_observations(plan, ep, x0, outputs_at) for ep in eps])
                 cols, bounds = _block_columns(plan, fr, n_frames, n_episodes), fr.bounds
                 table = pa.table({k: _column(cols[k]) for k in feats if k in cols})
-                chunk, file = data.write(table)
+                where = data.write(table, bounds)
                 ep_cols = {"episode_index": np.arange(n_episodes, n_episodes + len(eps), dtype=np.int64),
-                           "length": np.diff(bounds), "data/chunk_index": np.full(len(eps), chunk),
-                           "data/file_index": np.full(len(eps), file),
+                           "length": np.diff(bounds), "data/chunk_index": where[:, 0],
+                           "data/file_index": where[:, 1],
                            "dataset_from_index": n_frames + bounds[:-1], "dataset_to_index": n_frames + bounds[1:]}
                 if videos is not None:
                     ep_cols.update(videos.write(plan, block, eps, fr, stats))
