@@ -85,6 +85,7 @@ class ExportPlan:
     meta: dict = field(default_factory=dict)
     reset_to: str = "x0"
     slots: dict = field(default_factory=dict)  # carry entry -> (shape, offset, size)
+    carry: dict = field(default_factory=dict)  # the actions' entries of every world, read with the episodes
     model_params: dict = field(default_factory=dict)  # read once: RolloutFile reads on every access
 
 
@@ -202,17 +203,26 @@ def carry_columns(f: RolloutFile, slots: dict, names, sel: tuple) -> dict:
     return out
 
 
-def _rows(f: RolloutFile) -> list:
-    """``f.episode_table()``'s rows, its three carry entries read in one pass over ``/carry`` (the reader reads
-    each entry in a pass of its own, and every pass decodes and checksums whole chunks of every entry)."""
-    slots = carry_slots_of_table(f.table("layout"))
+def _actions(slots: dict) -> tuple:
+    """The carry entries of a dataset's steps: the control held, the reward after it (when recorded)."""
+    return ("ctrl", "reward") if "reward" in slots else ("ctrl",)
+
+
+def _rows(f: RolloutFile, slots: dict) -> tuple:
+    """(``f.episode_table()``'s rows, carry entry -> (T, batch, ...) of what was read). The episode entries are
+    read in one pass over ``/carry`` with the actions when they fit a block (the reader reads each entry in a
+    pass of its own, and every pass decodes and checksums whole chunks of every entry)."""
     if all(k in slots for k in EPISODE_ENTRIES):
         a, T = f.attrs, f.samples
-        cols = carry_columns(f, slots, EPISODE_ENTRIES, np.s_[:T, :])
+        names = EPISODE_ENTRIES + _actions(slots)
+        width = max(o + n for _, o, n in (slots[k] for k in names)) - min(slots[k][1] for k in names)
+        if 8 * T * f.batch * width > BLOCK_BYTES:
+            names = EPISODE_ENTRIES
+        cols = carry_columns(f, slots, names, np.s_[:T, :])
         ep, start, pending = (cols[k] for k in EPISODE_ENTRIES)
         return episode_table(ep.astype(np.int64), start, pending, f.status, f.status_step,
                              record_every=int(a["record_every"]), steps=int(a["steps"]), samples_done=T,
-                             complete=f.complete, world_offset=int(a.get("world_offset", 0) or 0))
+                             complete=f.complete, world_offset=int(a.get("world_offset", 0) or 0)), cols
     # A run without a termination rule: one episode per world, truncated by the run's end (or failed).
     status, status_step = f.status, f.status_step
     T, re_ = f.samples, int(f.attrs["record_every"])
@@ -224,7 +234,7 @@ def _rows(f: RolloutFile) -> list:
         end = "failed" if code else ("truncated" if complete else "running")
         end_step = int(status_step[w]) if code else (steps - 1 if complete else T * re_ - 1)
         rows.append(dict(world=w + off, episode=0, start_step=0, end_step=end_step, end=end, samples=np.arange(T)))
-    return rows
+    return rows, {}
 
 
 def plan_export(f: RolloutFile, out, *, format: str, obs=DEFAULT_OBS) -> ExportPlan:
@@ -244,7 +254,8 @@ def plan_export(f: RolloutFile, out, *, format: str, obs=DEFAULT_OBS) -> ExportP
                                f"samples")
     off = int(a.get("world_offset", 0) or 0)
     episodes, skipped = [], {"running": 0, "no frames": 0}
-    for row in _rows(f):
+    rows, carry = _rows(f, slots)
+    for row in rows:
         if row["end"] == "running":
             skipped["running"] += 1
             continue
@@ -261,7 +272,8 @@ def plan_export(f: RolloutFile, out, *, format: str, obs=DEFAULT_OBS) -> ExportP
     return ExportPlan(f, format, out, obs, every, record_every, dt, 1.0 / (every * dt), episodes, skipped,
                       has_reward, int(slots["ctrl"][2]),
                       meta=_file_meta(f, a, has_reward, every), reset_to=str(a.get("reset_to") or "x0"),
-                      slots=slots, model_params=f.model_params)
+                      slots=slots, carry={k: v for k, v in carry.items() if k in _actions(slots)},
+                      model_params=f.model_params)
 
 
 def _file_meta(f: RolloutFile, a: dict, has_reward: bool, every: int) -> dict:
@@ -318,7 +330,9 @@ def read_block(plan: ExportPlan, w0: int, w1: int) -> Block:
     x = f.read("x", sel) if any(o.cols is not None for o in plan.obs) else np.zeros((T, w1 - w0, 0))
     outputs = {o.name: f.read(f"outputs/{o.output}", sel).reshape(T, w1 - w0, o.size)
                for o in plan.obs if o.output is not None}
-    carry = carry_columns(f, plan.slots, ("ctrl", "reward") if plan.has_reward else ("ctrl",), sel)
+    names = _actions(plan.slots)
+    carry = ({k: plan.carry[k][:, w0:w1] for k in names} if plan.carry else
+             carry_columns(f, plan.slots, names, sel))
     ctrl = carry["ctrl"]
     reward = carry["reward"] if plan.has_reward else np.zeros((T, w1 - w0))
     return Block(w0, x, outputs, ctrl, reward)
@@ -327,13 +341,13 @@ def read_block(plan: ExportPlan, w0: int, w1: int) -> Block:
 @dataclass
 class Frames:
     """Episodes ``eps`` of a block as a gym loop saw them, concatenated: episode i holds frames
-    ``bounds[i]:bounds[i+1]``. ``before``/``after`` name -> (F, size) the observation before and after each
-    frame's period (``before`` of an episode's first frame: its first state), ``action`` (F, nu), ``reward``
-    (F,), ``terminated``/``truncated`` (F,) bool (an episode's last frame)."""
+    ``bounds[i]:bounds[i+1]``. ``after`` name -> (F, size) the observation after each frame's period, ``firsts``
+    name -> (E, size) each episode's first observation, ``action`` (F, nu), ``reward`` (F,),
+    ``terminated``/``truncated`` (F,) bool (an episode's last frame)."""
 
     bounds: np.ndarray
-    before: dict
     after: dict
+    firsts: dict
     action: np.ndarray
     reward: np.ndarray
     terminated: np.ndarray
@@ -341,6 +355,18 @@ class Frames:
 
     def episode(self, i: int) -> slice:
         return slice(int(self.bounds[i]), int(self.bounds[i + 1]))
+
+    def before(self, names) -> np.ndarray:
+        """(F, sum of sizes): the observations ``names`` before each frame's period, side by side (an episode's
+        first frame: its first state), written into one array."""
+        sizes = [self.after[k].shape[1] for k in names]
+        out = np.empty((int(self.bounds[-1]), sum(sizes)))
+        starts, c = self.bounds[:-1], 0
+        for k, n in zip(names, sizes):
+            out[1:, c:c + n] = self.after[k][:-1]
+            out[starts, c:c + n] = self.firsts[k]
+            c += n
+        return out
 
 
 def episode_observations(fr: Frames) -> dict:
@@ -353,7 +379,7 @@ def episode_observations(fr: Frames) -> dict:
     out = {}
     for k, after in fr.after.items():
         a = np.empty((len(is_first),) + after.shape[1:], after.dtype)
-        a[first], a[~is_first] = fr.before[k][fr.bounds[:-1]], after
+        a[first], a[~is_first] = fr.firsts[k], after
         out[k] = a
     return out
 
@@ -369,14 +395,9 @@ def block_frames(plan: ExportPlan, block: Block, eps: list, firsts: list) -> Fra
     take = lambda a: np.take(a.reshape((-1,) + a.shape[2:]), rows, axis=0)  # noqa: E731
     x = take(block.x)
     after = {o.name: x[:, o.cols] if o.cols is not None else take(block.outputs[o.name]) for o in plan.obs}
-    starts, ends = bounds[:-1], bounds[1:] - 1
-    before = {}
-    for name, a in after.items():
-        b = np.empty_like(a)
-        b[1:] = a[:-1]
-        b[starts] = np.stack([first[name] for first in firsts])
-        before[name] = b
+    ends = bounds[1:] - 1
+    first = {name: np.stack([f[name] for f in firsts]) for name in after}
     terminated, truncated = np.zeros(len(js), bool), np.zeros(len(js), bool)
     ended = np.array([ep.row["end"] == "terminated" for ep in eps])
     terminated[ends[ended]], truncated[ends[~ended]] = True, True
-    return Frames(bounds, before, after, take(block.ctrl), take(block.reward), terminated, truncated)
+    return Frames(bounds, after, first, take(block.ctrl), take(block.reward), terminated, truncated)

@@ -141,7 +141,7 @@ def _block_columns(plan: ExportPlan, fr, first_index: int, first_episode: int) -
     lengths, total = np.diff(bounds), int(bounds[-1])
     frame_index = np.arange(total, dtype=np.int64) - np.repeat(bounds[:-1], lengths)
     cols = {
-        "observation.state": np.concatenate([fr.before[o.name] for o in plan.obs], axis=1),
+        "observation.state": fr.before([o.name for o in plan.obs]),
         "action": fr.action.reshape(total, plan.nu),
         "next.reward": fr.reward.astype(np.float64),
         "next.terminated": fr.terminated,

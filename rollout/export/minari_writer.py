@@ -16,6 +16,7 @@ holds ``core.episode_meta``; the dataset metadata's ``mjharness`` entry where th
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import re
 import warnings
@@ -76,7 +77,7 @@ CHUNK_BYTES = 2**20  # HDF5's default chunk cache: a chunk read whole
 
 def chunk_rows(shape: tuple, itemsize: int) -> tuple:
     """The chunk of a (N, ...) dataset: whole rows, the whole array up to ``CHUNK_BYTES``."""
-    row = itemsize * int(np.prod(shape[1:], dtype=np.int64))
+    row = itemsize * math.prod(shape[1:])
     return (max(1, min(int(shape[0]), CHUNK_BYTES // max(row, 1))),) + tuple(shape[1:])
 
 
