@@ -354,6 +354,47 @@ def test_lerobot_video(run):
     assert np.shape(stats[key]["mean"]) == (3, 1, 1)
 
 
+def test_lerobot_video_draws_each_worlds_model(run):
+    """A world's randomized visual fields (here geom_rgba: the upper arm red in world 0, blue in world 1) are drawn
+    in its episodes' frames: each decoded frame is nearer the renderer's own image of that world's model than of
+    the other world's, and the two differ."""
+    iio = pytest.importorskip("imageio.v3")
+    from mjharness.rollout.rendering.gl import Offscreen
+    from mjharness.rollout.rendering.options import parse_camera
+    from mjharness.rollout.rendering.stage import Stage, light_unlit
+
+    d, _ = run
+    path = str(d / "rgba.h5")
+    rgba = np.array([[[0.95, 0.05, 0.05, 1.0]] * 4, [[0.05, 0.05, 0.95, 1.0]] * 4])  # (worlds, ngeom, 4)
+    rollout("arm", steps=6, batch=2, ctrl=arm_reach.make(), backend="mujoco", out=path, progress=False,
+            model_params={"geom_rgba": rgba})
+    size = (64, 48)
+    root = export(path, d / "le_rgba", format="lerobot", camera="free", size=size, progress=False)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
+        video = iio.imread(os.path.join(root, V3_VIDEO.format(video_key="observation.images.free", chunk_index=0,
+                                                              file_index=0))).astype(np.float64)
+    with open_rollout(path) as f:
+        m, qpos, x0 = f.model(), f.qpos, f.x0
+    light_unlit(m)
+    stage, screen = Stage(m, parse_camera("free", m), 1), Offscreen(m, *size)
+    try:
+        def draw(world, q):
+            m.geom_rgba[:] = rgba[world]
+            return screen.draw(stage.show(q[None])).astype(np.float64)
+
+        frames_per_world = 6
+        for w in range(2):
+            q = np.concatenate([x0[w, None, :4], qpos[:-1, w]])  # the observation states: first, then period ends
+            for k in (0, frames_per_world - 1):
+                got = video[w * frames_per_world + k]
+                own, other = draw(w, q[k]), draw(1 - w, q[k])
+                assert np.abs(own - other).mean() > 1.0  # the colours show
+                assert np.abs(got - own).mean() < 0.5 * np.abs(got - other).mean(), (w, k)
+    finally:
+        screen.close()
+
+
 def test_outputs_as_observations(run):
     """A recorded output (xpos) as observation: the samples' values, and at the episode's first state the value
     mj_forward gives there (checked against a separately loaded model)."""

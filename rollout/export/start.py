@@ -30,6 +30,26 @@ def start_state(plan: ExportPlan, ep: Episode, x0: np.ndarray) -> np.ndarray:
     return np.asarray(episode_start(plan.file, ep.local_world, episode)["x"], dtype=np.float64)
 
 
+class WorldFields:
+    """Writes a world's randomized model fields (``plan.model_params``, those that are fields of the model) into
+    ``model``; ``strict``: a randomized key that is not a model field (a force provider's parameter) is refused,
+    naming it, where what is computed depends on every parameter."""
+
+    def __init__(self, plan: ExportPlan, model: mujoco.MjModel, *, strict: bool):
+        self.model = model
+        fields = {k: v for k, v in plan.model_params.items() if hasattr(model, k)}
+        missing = [k for k in plan.model_params if k not in fields]
+        if strict and missing:
+            raise RolloutFileError(f"{plan.file.path}: randomized field {missing[0]!r} is not a field of the model: "
+                                   f"the outputs at an episode's first state cannot be evaluated; export states only")
+        self.params = fields
+        self.shapes = {k: np.shape(getattr(model, k)) for k in fields}
+
+    def set(self, local_world: int) -> None:
+        for k, v in self.params.items():
+            getattr(self.model, k)[...] = np.reshape(v[local_world], self.shapes[k])
+
+
 class OutputsAt:
     """Evaluates the plan's outputs at given states of a world: one ``MjData`` on the file's model, the world's
     randomized fields written into it."""
@@ -42,25 +62,19 @@ class OutputsAt:
         f = plan.file
         self.model = f.model()
         self.data = mujoco.MjData(self.model)
-        self.params = plan.model_params
-        self.nominal = {k: np.array(getattr(self.model, k)) for k in self.params if hasattr(self.model, k)}
-        missing = [k for k in self.params if k not in self.nominal]
-        if missing:
-            raise RolloutFileError(f"{f.path}: randomized field {missing[0]!r} is not a field of the model: the "
-                                   f"outputs at an episode's first state cannot be evaluated; export states only")
+        self.fields = WorldFields(plan, self.model, strict=True)
         self.q, self.v = vds_segment(f.h5["qpos"]), vds_segment(f.h5["qvel"])
-        self.fields = {o.name: decode_attr(f.h5["outputs"][o.output].attrs.get("mujoco_field")) for o in self.outputs}
+        self.names = {o.name: decode_attr(f.h5["outputs"][o.output].attrs.get("mujoco_field")) for o in self.outputs}
 
     def __call__(self, local_world: int, x: np.ndarray) -> dict:
         if not self.outputs:
             return {}
         m, d = self.model, self.data
-        for k, v in self.params.items():
-            getattr(m, k)[...] = np.reshape(v[local_world], self.nominal[k].shape)
+        self.fields.set(local_world)
         mujoco.mj_resetData(m, d)
         d.qpos[:], d.qvel[:] = x[self.q], x[self.v]
         mujoco.mj_forward(m, d)
-        return {o.name: np.array(getattr(d, self.fields[o.name]), dtype=np.float64).reshape(-1) for o in self.outputs}
+        return {o.name: np.array(getattr(d, self.names[o.name]), dtype=np.float64).reshape(-1) for o in self.outputs}
 
 
 def first_observations(plan: ExportPlan, ep: Episode, x0: np.ndarray, outputs_at: OutputsAt) -> dict:

@@ -2,7 +2,8 @@
 (``rollout.rendering``: ``Stage``, ``Offscreen``; MUJOCO_GL chooses EGL or OSMesa) into one H.264 MP4 per
 camera, one after the other; each episode's ``from_timestamp``/``to_timestamp`` locate it there. Frame k of an
 episode shows the state its frame's observation was taken in (the episode's first state, then the period
-ends), drawn with the file's nominal model (randomized fields are not drawn)."""
+ends), drawn with the world's model: its randomized fields (``/model_params``, e.g. ``geom_rgba``, ``body_pos``)
+written into the drawing model before its episodes."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from mjharness.rollout.h5.layout import vds_segment
 from mjharness.rollout.rendering.options import RenderError, parse_camera, parse_size
 
 from .core import ExportPlan
-from .start import start_state
+from .start import WorldFields, start_state
 
 
 @dataclass
@@ -62,14 +63,16 @@ class VideoSpec:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with _no_fork_warning():
             append, close = open_frames(path, plan.fps)
-        return Videos(self, append, close, vds_segment(plan.file.h5["qpos"]))
+        return Videos(self, append, close, vds_segment(plan.file.h5["qpos"]),
+                      WorldFields(plan, self.stage.model, strict=False))
 
 
 class Videos:
     """The open MP4 of one camera; ``write`` renders a block's episodes and returns their ``videos/...`` columns."""
 
-    def __init__(self, spec: VideoSpec, append, close, qcols: slice):
+    def __init__(self, spec: VideoSpec, append, close, qcols: slice, fields: WorldFields):
         self.spec, self.append, self._close, self.qcols, self.frames = spec, append, close, qcols, 0
+        self.fields = fields
 
     def write(self, plan: ExportPlan, block, eps, fr, stats) -> dict:
         """Render each frame's observation state (the episode's first state, then the period ends)."""
@@ -82,6 +85,7 @@ class Videos:
             q0 = start_state(plan, ep, x0)[self.qcols]
             qs = np.concatenate([q0[None], qpos[ep.frames[:-1], ep.local_world - block.w0]])
             start.append(self.frames / plan.fps)
+            self.fields.set(ep.local_world)
             for q in qs:
                 image = self.spec.screen.draw(self.spec.stage.show(q[None]))
                 self.append(image)
