@@ -354,6 +354,29 @@ def test_lerobot_video(run):
     assert np.shape(stats[key]["mean"]) == (3, 1, 1)
 
 
+def test_lerobot_video_files_end_at_the_size_limit(run, monkeypatch):
+    """A video file full (here a limit of 0 MB: every written episode fills one) ends before the next episode: each
+    episode in the file meta/episodes names, from timestamp 0 there, its frames all in it."""
+    iio = pytest.importorskip("imageio.v3")
+    from mjharness.rollout.export import lerobot
+
+    d, _ = run
+    path = str(d / "short3.h5")
+    rollout("arm", steps=10, batch=3, ctrl=arm_reach.make(), backend="mujoco", out=path, progress=False)
+    monkeypatch.setattr(lerobot, "DEFAULT_VIDEO_FILE_SIZE_IN_MB", 0)
+    root = export(path, d / "lev_split", format="lerobot", camera="free", size=(32, 24), progress=False)
+    info, frames, eps = validate_v3(root)
+    key = "observation.images.free"
+    assert list(zip(eps[f"videos/{key}/chunk_index"], eps[f"videos/{key}/file_index"])) == [(0, 0), (0, 1), (0, 2)]
+    np.testing.assert_allclose(eps[f"videos/{key}/from_timestamp"], 0.0)
+    np.testing.assert_allclose(eps[f"videos/{key}/to_timestamp"], 10 / 500)
+    for fi in range(3):
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
+            video = iio.imread(os.path.join(root, V3_VIDEO.format(video_key=key, chunk_index=0, file_index=fi)))
+        assert video.shape == (10, 24, 32, 3)
+
+
 def test_lerobot_video_draws_each_worlds_model(run):
     """A world's randomized visual fields (here geom_rgba: the upper arm red in world 0, blue in world 1) are drawn
     in its episodes' frames: each decoded frame is nearer the renderer's own image of that world's model than of

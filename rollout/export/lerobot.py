@@ -7,7 +7,7 @@ The layout is LeRobot's (``lerobot/datasets/utils.py``: ``INFO_PATH``, ``DEFAULT
     meta/tasks.parquet                              task (index) -> task_index
     meta/episodes/chunk-000/file-000.parquet        one row per episode: length, data/video locations, stats/...
     data/chunk-{c:03d}/file-{f:03d}.parquet         the frames, files of at most data_files_size_in_mb
-    videos/observation.images.<camera>/chunk-000/file-000.mp4   every episode's frames, one after the other
+    videos/observation.images.<camera>/chunk-{c:03d}/file-{f:03d}.mp4   episodes' frames, files of ~500 MB
 
 A frame is one control period (``core``): ``observation.state`` (the observations before it, concatenated),
 ``action`` (the control held during it), ``next.reward``, ``next.done``, ``next.terminated``,

@@ -1,6 +1,7 @@
 """LeRobot videos: ``observation.images.<camera>``, every episode's frames rendered with the project's renderer
-(``rollout.rendering``: ``Stage``, ``Offscreen``; MUJOCO_GL chooses EGL or OSMesa) into one H.264 MP4 per
-camera, one after the other; each episode's ``from_timestamp``/``to_timestamp`` locate it there. Frame k of an
+(``rollout.rendering``: ``Stage``, ``Offscreen``; MUJOCO_GL chooses EGL or OSMesa) into H.264 MP4s per camera
+of up to ~500 MB, episodes one after the other; each episode's ``chunk_index``/``file_index`` and
+``from_timestamp``/``to_timestamp`` locate it. Frame k of an
 episode shows the state its frame's observation was taken in (the episode's first state, then the period
 ends), drawn with the world's model: its randomized fields (``/model_params``, e.g. ``geom_rgba``, ``body_pos``)
 written into the drawing model before its episodes."""
@@ -55,24 +56,46 @@ class VideoSpec:
                          "video.is_depth_map": False, "video.fps": fps, "video.channels": 3, "has_audio": False}}
 
     def open(self, root: str, plan: ExportPlan) -> Videos:
-        from mjharness.rollout.rendering.output import open_frames
-
-        from .lerobot import DEFAULT_VIDEO_PATH
-
-        path = os.path.join(root, DEFAULT_VIDEO_PATH.format(video_key=self.key, chunk_index=0, file_index=0))
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with _no_fork_warning():
-            append, close = open_frames(path, plan.fps)
-        return Videos(self, append, close, vds_segment(plan.file.h5["qpos"]),
+        return Videos(self, root, plan.fps, vds_segment(plan.file.h5["qpos"]),
                       WorldFields(plan, self.stage.model, strict=False))
 
 
 class Videos:
-    """The open MP4 of one camera; ``write`` renders a block's episodes and returns their ``videos/...`` columns."""
+    """The MP4s of one camera; ``write`` renders a block's episodes and returns their ``videos/...`` columns. An
+    episode starts a new file (``videos/<key>/chunk-c/file-f.mp4``, LeRobot's numbering) once the current one
+    holds ``DEFAULT_VIDEO_FILE_SIZE_IN_MB`` on disk (what ffmpeg has flushed so far: a file ends a little past
+    the limit, as LeRobot's own do); an episode never spans two files."""
 
-    def __init__(self, spec: VideoSpec, append, close, qcols: slice, fields: WorldFields):
-        self.spec, self.append, self._close, self.qcols, self.frames = spec, append, close, qcols, 0
-        self.fields = fields
+    def __init__(self, spec: VideoSpec, root: str, fps: float, qcols: slice, fields: WorldFields):
+        self.spec, self.root, self.fps, self.qcols, self.fields = spec, root, fps, qcols, fields
+        self.chunk, self.file, self.frames = 0, -1, 0  # frames: in the current file
+        self.path: str | None = None
+        self._append: Any = None
+        self._close: Any = None
+
+    def _next_file(self) -> None:
+        from mjharness.rollout.rendering.output import open_frames
+
+        from .lerobot import DEFAULT_CHUNK_SIZE, DEFAULT_VIDEO_PATH
+
+        self._finish()
+        self.file += 1
+        if self.file == DEFAULT_CHUNK_SIZE:
+            self.chunk, self.file = self.chunk + 1, 0
+        self.path = os.path.join(self.root, DEFAULT_VIDEO_PATH.format(video_key=self.spec.key,
+                                                                      chunk_index=self.chunk, file_index=self.file))
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        with _no_fork_warning():
+            self._append, self._close = open_frames(self.path, self.fps)
+        self.frames = 0
+
+    def _full(self) -> bool:
+        from .lerobot import DEFAULT_VIDEO_FILE_SIZE_IN_MB
+
+        if self.path is None:
+            return True
+        flushed = os.path.getsize(self.path) if os.path.exists(self.path) else 0  # ffmpeg may not have made it yet
+        return self.frames > 0 and flushed >= DEFAULT_VIDEO_FILE_SIZE_IN_MB * 2**20
 
     def write(self, plan: ExportPlan, block, eps, fr, stats) -> dict:
         """Render each frame's observation state (the episode's first state, then the period ends)."""
@@ -80,27 +103,35 @@ class Videos:
         w1 = max(ep.local_world for ep in eps) + 1
         qpos = f.read("x", np.s_[:T, block.w0:w1, self.qcols])
         x0 = f.x0
-        start, end = [], []
+        where, start, end = [], [], []
         for ep in eps:
+            if self._full():
+                self._next_file()
             q0 = start_state(plan, ep, x0)[self.qcols]
             qs = np.concatenate([q0[None], qpos[ep.frames[:-1], ep.local_world - block.w0]])
+            where.append((self.chunk, self.file))
             start.append(self.frames / plan.fps)
             self.fields.set(ep.local_world)
             for q in qs:
                 image = self.spec.screen.draw(self.spec.stage.show(q[None]))
-                self.append(image)
+                self._append(image)
                 # LeRobot's image stats: per channel, over pixels scaled to [0, 1], shape (3, 1, 1)
                 stats.add(self.spec.key, (image.reshape(-1, 3) / 255.0), axis=0)
             self.frames += len(qs)
             end.append(self.frames / plan.fps)
         k = f"videos/{self.spec.key}"
-        n = len(eps)
-        return {f"{k}/chunk_index": np.zeros(n, np.int64), f"{k}/file_index": np.zeros(n, np.int64),
+        w = np.array(where, dtype=np.int64).reshape(-1, 2)
+        return {f"{k}/chunk_index": w[:, 0], f"{k}/file_index": w[:, 1],
                 f"{k}/from_timestamp": np.array(start), f"{k}/to_timestamp": np.array(end)}
 
+    def _finish(self) -> None:
+        if self._close is not None:
+            with _no_fork_warning():
+                self._close()
+            self._close = None
+
     def close(self) -> None:
-        with _no_fork_warning():
-            self._close()
+        self._finish()
         self.spec.screen.close()
 
 
