@@ -171,40 +171,68 @@ def _carry_row(f: _FileReader, flat: np.ndarray) -> dict:
     return {name: np.array(flat[off:off + size]).reshape(shape) for name, (shape, off, size) in slots.items()}
 
 
-def _reset_state(f: _FileReader, w: int, e: int, scene) -> np.ndarray:
-    """The state episode ``e`` (>= 1) of local world ``w`` restarts from (``loop_plan.check_episodes``'s reset
-    inputs, drawn as ``HostLoop.begin`` draws)."""
-    a = f.attrs
-    reset_to = str(a.get("reset_to") or "x0")
-    if reset_to == "x0":
-        return np.array(f.x0[w], np.float64)
-    if reset_to.startswith("key:"):
-        try:
-            return np.asarray(scene.reset(keyframe=reset_to[4:]), np.float64)
-        except KeyError as err:
-            raise ReplayError(f"{f.path}: reset_to={reset_to!r}: {err}") from None
-    if reset_to != "draw":
-        raise ReplayError(f"{f.path}: reset_to={reset_to!r} is none of 'x0', 'draw', 'key:NAME'")
-    import jax
-    import jax.numpy as jnp
+class ResetStates:
+    """The states reset episodes restart from (``loop_plan.check_episodes``'s reset inputs, drawn as
+    ``HostLoop.begin`` draws): ``states(w, e)`` the state episode ``e`` (>= 1) of local world ``w`` restarts
+    from. The scene is built once (``scene=`` or the file's) and, for ``reset_to="draw"``, the draw compiled once
+    and each episode index drawn for every world in one call, kept: an exporter asks for every episode."""
 
-    from .engine.episodes import draw_state
-    from .engine.inputs import _perturb_scale
-    from .engine.scene_view import SceneView
+    def __init__(self, f: _FileReader, scene=None):
+        self.f, self._scene = f, scene
+        self._draw: Any = None  # (jitted draw, base state)
+        self.reset_to = str(f.attrs.get("reset_to") or "x0")
+        self._drawn: dict[int, np.ndarray] = {}
 
-    view = SceneView.of(scene)
-    base = np.asarray(view.x0() if view.x0 else scene.layout.default_values(), np.float64)
-    scale = tuple(float(v) for v in _perturb_scale(view, base.size, float(a.get("perturb", 0.0)),
-                                                   float(a.get("perturb_qpos", 0.0))))
-    quats = tuple((r.value_slice.start, r.value_slice.stop) for r in scene.layout.special)
-    seed, offset = int(a["seed"]), int(a.get("world_offset", 0) or 0)
-    # As HostLoop draws: jit(vmap(...)) over the file's whole batch, this world's row taken. XLA vectorises the
-    # normal transform by batch size: a batch of 1 differs from a batch of 8 in the last bit.
-    draw = jax.jit(jax.vmap(lambda b, wi, ei: draw_state(b, scale, quats, seed, wi, ei)))
-    Bf = f.batch
-    x = draw(jnp.broadcast_to(jnp.asarray(base), (Bf, base.size)), jnp.asarray(offset + np.arange(Bf), jnp.int64),
-             jnp.full((Bf,), e, jnp.int32))
-    return np.asarray(x[w], np.float64)
+    @property
+    def scene(self):
+        if self._scene is None:
+            self._scene = _scene(self.f)
+        return self._scene
+
+    def __call__(self, w: int, e: int) -> np.ndarray:
+        f, reset_to = self.f, self.reset_to
+        if reset_to == "x0":
+            return np.array(f.x0[w], np.float64)
+        if reset_to.startswith("key:"):
+            try:
+                return np.asarray(self.scene.reset(keyframe=reset_to[4:]), np.float64)
+            except KeyError as err:
+                raise ReplayError(f"{f.path}: reset_to={reset_to!r}: {err}") from None
+        if reset_to != "draw":
+            raise ReplayError(f"{f.path}: reset_to={reset_to!r} is none of 'x0', 'draw', 'key:NAME'")
+        if e not in self._drawn:
+            self._drawn[e] = self._draw_all(e)
+        return np.array(self._drawn[e][w], np.float64)
+
+    def _draw_all(self, e: int) -> np.ndarray:
+        import jax.numpy as jnp
+
+        f = self.f
+        if self._draw is None:
+            self._draw = self._compile()
+        draw, base = self._draw
+        Bf, offset = f.batch, int(f.attrs.get("world_offset", 0) or 0)
+        # As HostLoop draws: jit(vmap(...)) over the file's whole batch. XLA vectorises the normal transform by
+        # batch size: a batch of 1 differs from a batch of 8 in the last bit.
+        x = draw(jnp.broadcast_to(jnp.asarray(base), (Bf, base.size)), jnp.asarray(offset + np.arange(Bf), jnp.int64),
+                 jnp.full((Bf,), e, jnp.int32))
+        return np.asarray(x, np.float64)
+
+    def _compile(self):
+        import jax
+
+        from .engine.episodes import draw_state
+        from .engine.inputs import _perturb_scale
+        from .engine.scene_view import SceneView
+
+        a, scene = self.f.attrs, self.scene
+        view = SceneView.of(scene)
+        base = np.asarray(view.x0() if view.x0 else scene.layout.default_values(), np.float64)
+        scale = tuple(float(v) for v in _perturb_scale(view, base.size, float(a.get("perturb", 0.0)),
+                                                       float(a.get("perturb_qpos", 0.0))))
+        quats = tuple((r.value_slice.start, r.value_slice.stop) for r in scene.layout.special)
+        seed = int(a["seed"])
+        return jax.jit(jax.vmap(lambda b, wi, ei: draw_state(b, scale, quats, seed, wi, ei))), base
 
 
 def _controller_state(f: _FileReader, x: np.ndarray, wid: int, init, leaves: dict) -> tuple[dict, dict]:
@@ -270,7 +298,7 @@ def episode_start(f: _FileReader, world: int, episode: int, *, init=None) -> dic
         return dict(step=row.start_step, t=t0 + np.float64(row.start_step) * dt, x=np.array(f.x0[w], np.float64),
                     carry=carry0, missing={})
     scene = _scene(f)
-    x = _reset_state(f, w, row.episode, scene)
+    x = ResetStates(f, scene)(w, row.episode)
     carry = {k: v for k, v in _cold_carry(f, scene, file_integrator(f)).items() if k in carry0}
     carry.update({CTRL: np.zeros_like(carry0[CTRL])} if CTRL in carry0 else {})
     carry.update({EPISODE: np.float64(row.episode), EPISODE_START: np.float64(row.start_step),

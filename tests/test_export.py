@@ -152,6 +152,26 @@ def test_minari_file_is_what_minaris_own_writer_writes(run):
             assert (type(va), ca, sa) == (type(vb), cb, sb) and np.array_equal(va, vb), (k, name, va, vb)
 
 
+def test_drawn_resets_start_where_episode_start_says(run):
+    """reset_to="draw": every reset episode's first observation is the state episode_start draws for it (bit for
+    bit), from one compiled draw for the whole export."""
+    d, _ = run
+    path = str(d / "drawn.h5")
+    rollout("arm", steps=STEPS, batch=4, ctrl=arm_reach.make(), terminate=arm_reach.reached, on_terminate="reset",
+            reset_to="draw", perturb=0.05, seed=3, backend="mujoco", out=path, progress=False)
+    export(path, d / "mi_drawn", format="minari", obs=("qpos", "qvel"), progress=False)
+    ds = _minari(d / "mi_drawn", "drawn-v0")
+    with open_rollout(path) as f:
+        rows = _finished(f)
+        assert any(r["episode"] > 0 for r in rows)
+        for ep, row in zip(ds.iterate_episodes(), rows):
+            start = f.episode_start(row["world"], row["episode"])["x"]
+            np.testing.assert_array_equal(ep.observations["qpos"][0], start[:4])
+            np.testing.assert_array_equal(ep.observations["qvel"][0], start[4:8])
+            if row["episode"] > 0:
+                assert not np.array_equal(start, f.x0[row["world"]])  # drawn, not x0
+
+
 def _decimated(d, every, record_every):
     path = str(d / f"soft_{every}_{record_every}.h5")
     if not os.path.exists(path):

@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -86,6 +87,7 @@ class ExportPlan:
     reset_to: str = "x0"
     slots: dict = field(default_factory=dict)  # carry entry -> (shape, offset, size)
     carry: dict = field(default_factory=dict)  # the actions' entries of every world, read with the episodes
+    resets: Any = None  # replay.ResetStates, made at the first reset episode
     model_params: dict = field(default_factory=dict)  # read once: RolloutFile reads on every access
 
 

@@ -19,15 +19,17 @@ from .core import Episode, ExportPlan
 
 
 def start_state(plan: ExportPlan, ep: Episode, x0: np.ndarray) -> np.ndarray:
-    """The state (n,) episode ``ep`` starts from, as ``f.episode_start(world, episode)["x"]`` gives it. Where that
-    is the world's ``/x0`` (a first episode, resets to x0) it is read here directly: ``episode_start`` also rebuilds
-    the episode's carry (the controller's ``init`` under JAX), ~0.3 s an episode."""
+    """The state (n,) episode ``ep`` starts from, as ``f.episode_start(world, episode)["x"]`` gives it: ``/x0`` for
+    a first episode, else the reset state (``replay.ResetStates``, one per plan: the scene built and a draw
+    compiled once; ``episode_start`` would also rebuild the episode's carry, ~0.3 s an episode)."""
     episode = int(ep.row["episode"])
     if episode == 0 or plan.reset_to == "x0":
         return x0[ep.local_world]
-    from mjharness.rollout.replay import episode_start  # (it runs the engine's reset rules: JAX)
+    if plan.resets is None:
+        from mjharness.rollout.replay import ResetStates  # (it runs the engine's reset rules: JAX)
 
-    return np.asarray(episode_start(plan.file, ep.local_world, episode)["x"], dtype=np.float64)
+        plan.resets = ResetStates(plan.file)
+    return plan.resets(ep.local_world, episode)
 
 
 class WorldFields:
