@@ -60,14 +60,30 @@ def host_residual(sc, integ, dt, steps, R, t0, first, resolved, shapes, sizes, p
     return residual
 
 
+def stencil(residual: Callable, z: np.ndarray, h: np.ndarray, lo: np.ndarray | None = None,
+            hi: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Central differences of ``residual`` (columns in, columns out) at ``z`` with steps ``h`` per element, all 2K
+    points in ONE call: (Jacobian (M, K), the points (K, 2K): z + h_i e_i then z - h_i e_i, each clipped to the
+    bounds, and their residuals (M, 2K)). A point at a bound makes its column one-sided over the part inside."""
+    z = np.asarray(z, np.float64)
+    lo = np.full(z.size, -np.inf) if lo is None else np.asarray(lo, np.float64)
+    hi = np.full(z.size, np.inf) if hi is None else np.asarray(hi, np.float64)
+    up, down = np.minimum(z + h, hi), np.maximum(z - h, lo)
+    pts = np.tile(z[:, None], 2 * z.size)
+    k = np.arange(z.size)
+    pts[k, k], pts[k, z.size + k] = up, down
+    r = residual(pts)
+    return (r[:, :z.size] - r[:, z.size:]) / (up - down), pts, r
+
+
 def differences(residual: Callable) -> Callable:
     """``jacobian(z, data, r0=None, central=False, lo=None, hi=None)`` of ``residual`` by finite differences, all
     points in one call of ``residual`` (columns): forward differences (steps sqrt(eps) relative, at least that)
     from ``r0`` = residual(z) when the solver has it (a solver iteration: K runs, as ``mujoco.minimize`` spends),
     else with z in the same call; ``central=True``: central differences (steps cbrt(eps), or ``step`` per
-    element; 2K runs), for the intervals at the solution. Every point stays inside the bounds ``lo``/``hi``: a
-    step that would leave them goes the other way (forward) or stops at the bound (central: then one-sided over
-    the part inside), so a mass or damping fitted to 0 is never simulated negative (which MuJoCo refuses)."""
+    element; 2K runs, ``stencil``). Every point stays inside the bounds ``lo``/``hi``: a step that would leave them
+    goes the other way (forward) or stops at the bound (central: then one-sided over the part inside), so a mass
+    or damping fitted to 0 is never simulated negative (which MuJoCo refuses)."""
     def jacobian(z, data, r0=None, central=False, lo=None, hi=None, step=None):
         z = np.asarray(z, np.float64)
         lo = np.full(z.size, -np.inf) if lo is None else np.asarray(lo, np.float64)
@@ -75,12 +91,7 @@ def differences(residual: Callable) -> Callable:
         scale = np.maximum(np.abs(z), 1.0)
         if central:
             h = np.cbrt(np.finfo(np.float64).eps) * scale if step is None else np.asarray(step, np.float64)
-            up, down = np.minimum(z + h, hi), np.maximum(z - h, lo)
-            pts_up, pts_down = np.tile(z[:, None], z.size), np.tile(z[:, None], z.size)
-            np.fill_diagonal(pts_up, up)
-            np.fill_diagonal(pts_down, down)
-            r = residual(np.concatenate([pts_up, pts_down], axis=1), data)
-            return (r[:, :z.size] - r[:, z.size:]) / (up - down)
+            return stencil(lambda pts: residual(pts, data), z, h, lo, hi)[0]
         h = np.sqrt(np.finfo(np.float64).eps) * scale
         h = np.where(z + h > hi, -h, h)  # at the upper bound: backward
         pts = np.tile(z[:, None], z.size)
@@ -94,3 +105,42 @@ def differences(residual: Callable) -> Callable:
         return (r - np.asarray(r0, np.float64)[:, None]) / h
 
     return jacobian
+
+
+def switching(m, params=()) -> list[str]:
+    """What in the MuJoCo model ``m`` (fitting ``params``) switches constraints on and off along a rollout, which
+    makes the rollout only piecewise smooth in the parameters: geoms of different bodies that can collide (by
+    contype/conaffinity, not parent and child unless that filter is off, not both fixed to the world; or an
+    explicit <pair>), limited joints or tendons, friction loss (a dof's or tendon's, or a fitted one). Empty: the
+    rollout is smooth (as far as its constraints go)."""
+    import mujoco
+
+    off = int(m.opt.disableflags)
+    flag = mujoco.mjtDisableBit
+    if off & int(flag.mjDSBL_CONSTRAINT):
+        return []
+    fitted = {p.partition(":")[0] for p in params}
+    out = []
+    if not off & int(flag.mjDSBL_CONTACT):
+        if m.npair:
+            out.append("contact pairs")
+        else:
+            b, w = np.asarray(m.geom_bodyid), np.asarray(m.body_weldid)[np.asarray(m.geom_bodyid)]
+            bits = ((m.geom_contype[:, None] & m.geom_conaffinity[None, :]) != 0) | \
+                ((m.geom_contype[None, :] & m.geom_conaffinity[:, None]) != 0)
+            bits &= w[:, None] != w[None, :]
+            bits &= ~((w[:, None] == 0) & (w[None, :] == 0))
+            if not off & int(flag.mjDSBL_FILTERPARENT):
+                parent = np.asarray(m.body_parentid)
+                wb = np.asarray(m.body_weldid)
+                pw = wb[parent[wb[b]]]  # the weld of each geom's weld body's parent
+                bits &= (pw[:, None] != w[None, :]) & (pw[None, :] != w[:, None])
+            if bits.any():
+                out.append("contacts")
+    if not off & int(flag.mjDSBL_LIMIT) and (np.any(m.jnt_limited) or (m.ntendon and np.any(m.tendon_limited))):
+        out.append("limits")
+    if not off & int(flag.mjDSBL_FRICTIONLOSS) and (
+            np.any(m.dof_frictionloss > 0) or (m.ntendon and np.any(m.tendon_frictionloss > 0))
+            or fitted & {"dof_frictionloss", "tendon_frictionloss"}):
+        out.append("friction loss")
+    return out
