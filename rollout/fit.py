@@ -267,15 +267,22 @@ class _Solved:
 
 def _solve(residual: Callable[[np.ndarray], np.ndarray], jacobian: Callable[[np.ndarray, np.ndarray], np.ndarray],
            z0: np.ndarray, lo: np.ndarray, hi: np.ndarray, iterations: int, on_iteration: Callable[[Any], None],
-           label: str, progress: bool, known_noise: bool = False, stat: float = 0.0) -> _Solved:
+           label: str, progress: bool, known_noise: bool = False, stat: float = 0.0,
+           both: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]] | None = None) -> _Solved:
     """mujoco.minimize.least_squares on ``residual`` (z (K,) -> (M,)) with ``jacobian`` (z, r -> (M, K)), stopped
     also by the Newton decrement (``DECREMENT_RTOL``, and ``stat`` x the noise variance: ``DECREMENT_STAT``, or
-    ``STAGE_STAT`` for a stage of a growing horizon) and by a trial point within ``stat`` of the current one."""
+    ``STAGE_STAT`` for a stage of a growing horizon) and by a trial point within ``stat`` of the current one.
+    ``both`` (differences): (residuals, Jacobian) at a point from one batched run: each trial point is evaluated
+    with its Jacobian's points, which the solver asks for next when it accepts the point (it mostly does: one
+    run per iteration, not two); a rejected point wasted K rollout copies, so the iteration's further trial
+    points run alone."""
     from mujoco import minimize
 
     from .engine.announce import compiling
 
     last: dict[str, np.ndarray] = {}  # the current point, its residuals and Jacobian (the last Jacobian call)
+    ahead: dict[bytes, np.ndarray] = {}  # trial point -> its Jacobian, evaluated with it (``both``)
+    tried = [0]  # trial points since the last Jacobian
 
     def residual_np(x):  # mujoco.minimize passes points as columns (K, k)
         # its trial points can cross a bound by a rounding (a mass of -9e-16, which MuJoCo refuses): clipped
@@ -287,7 +294,11 @@ def _solve(residual: Callable[[np.ndarray], np.ndarray], jacobian: Callable[[np.
             short = float(move @ move)
             if short <= stat * last["sigma2"]:
                 raise _Converged(last["x"])
-            r = residual(x.reshape(-1))
+            if both is None or tried[0]:  # (after a rejection, the next trial point alone)
+                r = residual(x.reshape(-1))
+            else:
+                r, ahead[x.reshape(-1).tobytes()] = both(x.reshape(-1))
+            tried[0] += 1
             # mujoco.minimize's Armijo rule (c1 = 1e-2) on cost 1/2 r'r: a rejected trial point
             if short <= STAGE_STAT * last["sigma2"] and \
                     0.5 * float(last["r"] @ last["r"] - r @ r) + 1e-2 * float((last["jac"].T @ last["r"]) @ d) < 0:
@@ -299,7 +310,10 @@ def _solve(residual: Callable[[np.ndarray], np.ndarray], jacobian: Callable[[np.
 
     def jacobian_np(x, r):
         x, r = np.clip(np.asarray(x, np.float64).reshape(-1), lo, hi), np.asarray(r, np.float64).reshape(-1)
-        jac = jacobian(x, r)
+        jac = ahead.pop(x.tobytes(), None)
+        ahead.clear()
+        tried[0] = 0
+        jac = jacobian(x, r) if jac is None else jac
         sigma2 = noise_variance(r, x.size, known_noise)
         last.update(x=x, r=r, jac=jac, sigma2=np.float64(sigma2))
         if count[0]:
@@ -359,6 +373,11 @@ class _Problem:
         if self.exact:
             return np.asarray(self.fns[1](z, self.data), np.float64)
         return np.asarray(self.fns[1](z, self.data, r, final, lo, hi, step), np.float64)
+
+    def residual_and_jacobian(self, z: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(residuals at z, forward-difference Jacobian at z) in one batched run (the differences path)."""
+        r, jac = self.fns[1](z, self.data, None, False, lo, hi, None, True)
+        return np.asarray(r, np.float64), np.asarray(jac, np.float64)
 
 
 def _problem(path: PathLike, params: Sequence[str], scene: SceneLike | None, integrator: IntegratorLike,
@@ -514,7 +533,7 @@ def fit(path: PathLike | Sequence[PathLike], params: Sequence[str], *, scene: Sc
     per_element = start == "file"
     on_iter = iteration_reporter(names, sizes, shapes, s0, per_element, history, callback, progress, iterations)
     if probs[0].exact:
-        residual, jacobian_of = _joint(probs, index, lo, hi)
+        residual, jacobian_of, _ = _joint(probs, index, lo, hi)
         solved = _solve(residual, jacobian_of, z0, lo, hi, iterations, on_iter, label, progress, known,
                         DECREMENT_STAT)
         z, n_iter = solved.z, solved.iterations
@@ -526,15 +545,15 @@ def fit(path: PathLike | Sequence[PathLike], params: Sequence[str], *, scene: Sc
         for k, frac in enumerate(stages):
             part = probs if frac == 1.0 else [_problem(p, params, scene, integrator, start, noise, target, window,
                                                        jacobian, frac, g) for p, g in zip(paths, reads)]
-            residual, jacobian_of = _joint(part, index, lo, hi)
+            residual, jacobian_of, both = _joint(part, index, lo, hi)
             solved = _solve(residual, jacobian_of, z, lo, hi, iterations - n_iter, on_iter, label,
-                            progress and k == 0, known, DECREMENT_STAT if frac == 1.0 else STAGE_STAT)
+                            progress and k == 0, known, DECREMENT_STAT if frac == 1.0 else STAGE_STAT, both)
             z, n_iter = solved.z, n_iter + solved.iterations
             if n_iter >= iterations:
                 break
         last_jac = solved.jac
         if frac != 1.0:  # the iterations ran out before the full horizon
-            residual, jacobian_of = _joint(probs, index, lo, hi)
+            residual, jacobian_of, _ = _joint(probs, index, lo, hi)
             solved, last_jac = _Solved(z, n_iter), None
         r = residual(z) if solved.r is None else solved.r
         if probs[0].switching:
@@ -562,9 +581,11 @@ def fit(path: PathLike | Sequence[PathLike], params: Sequence[str], *, scene: Sc
 
 
 def _joint(probs: list[_Problem], index: list[np.ndarray], lo: np.ndarray, hi: np.ndarray
-           ) -> tuple[Callable, Callable]:
-    """(residual, jacobian) of the files ``probs`` fitted jointly, over the global parameter vector (``_blocks``):
-    ``residual(z)`` takes z (K,) or points as columns (K, c) (one batched run per file on the differences path)."""
+           ) -> tuple[Callable, Callable, Callable]:
+    """(residual, jacobian, both) of the files ``probs`` fitted jointly, over the global parameter vector
+    (``_blocks``): ``residual(z)`` takes z (K,) or points as columns (K, c) (one batched run per file on the
+    differences path); ``both(z)``: (residual, forward-difference Jacobian) from one batched run per file (the
+    differences path only)."""
     rows = np.cumsum([0] + [q.data["goal"].size for q in probs])
 
     def residual(z):
@@ -577,7 +598,13 @@ def _joint(probs: list[_Problem], index: list[np.ndarray], lo: np.ndarray, hi: n
                                       None if step is None else step[ix])
         return jac
 
-    return residual, jacobian_of
+    def both(z):
+        r, jac = np.zeros(rows[-1]), np.zeros((rows[-1], z.size))
+        for q, ix, a, b in zip(probs, index, rows[:-1], rows[1:]):
+            r[a:b], jac[a:b, ix] = q.residual_and_jacobian(z[ix], lo[ix], hi[ix])
+        return r, jac
+
+    return residual, jacobian_of, both
 
 
 # The differences path on a model whose constraints switch (``fit_host.switching``: contacts, limits, friction loss)

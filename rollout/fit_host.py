@@ -80,11 +80,12 @@ def differences(residual: Callable) -> Callable:
     """``jacobian(z, data, r0=None, central=False, lo=None, hi=None)`` of ``residual`` by finite differences, all
     points in one call of ``residual`` (columns): forward differences (steps sqrt(eps) relative, at least that)
     from ``r0`` = residual(z) when the solver has it (a solver iteration: K runs, as ``mujoco.minimize`` spends),
-    else with z in the same call; ``central=True``: central differences (steps cbrt(eps), or ``step`` per
+    else with z in the same call (``with_r=True``: (residual(z), Jacobian), e.g. a solver's trial point and its
+    Jacobian in one call); ``central=True``: central differences (steps cbrt(eps), or ``step`` per
     element; 2K runs, ``stencil``). Every point stays inside the bounds ``lo``/``hi``: a step that would leave them
     goes the other way (forward) or stops at the bound (central: then one-sided over the part inside), so a mass
     or damping fitted to 0 is never simulated negative (which MuJoCo refuses)."""
-    def jacobian(z, data, r0=None, central=False, lo=None, hi=None, step=None):
+    def jacobian(z, data, r0=None, central=False, lo=None, hi=None, step=None, with_r=False):
         z = np.asarray(z, np.float64)
         lo = np.full(z.size, -np.inf) if lo is None else np.asarray(lo, np.float64)
         hi = np.full(z.size, np.inf) if hi is None else np.asarray(hi, np.float64)
@@ -102,7 +103,8 @@ def differences(residual: Callable) -> Callable:
             r0, r = r[:, -1], r[:, :-1]
         else:
             r = residual(pts, data)
-        return (r - np.asarray(r0, np.float64)[:, None]) / h
+        jac = (r - np.asarray(r0, np.float64)[:, None]) / h
+        return (np.asarray(r0, np.float64), jac) if with_r else jac
 
     return jacobian
 
@@ -110,7 +112,7 @@ def differences(residual: Callable) -> Callable:
 def switching(m, params=()) -> list[str]:
     """What in the MuJoCo model ``m`` (fitting ``params``) switches constraints on and off along a rollout, which
     makes the rollout only piecewise smooth in the parameters: geoms of different bodies that can collide (by
-    contype/conaffinity, not parent and child unless that filter is off, not both fixed to the world; or an
+    contype/conaffinity, not parent and child (the world excepted) unless that filter is off, not both fixed to the world; or an
     explicit <pair>), limited joints or tendons, friction loss (a dof's or tendon's, or a fitted one). Empty: the
     rollout is smooth (as far as its constraints go)."""
     import mujoco
@@ -134,7 +136,8 @@ def switching(m, params=()) -> list[str]:
                 parent = np.asarray(m.body_parentid)
                 wb = np.asarray(m.body_weldid)
                 pw = wb[parent[wb[b]]]  # the weld of each geom's weld body's parent
-                bits &= (pw[:, None] != w[None, :]) & (pw[None, :] != w[:, None])
+                related = (pw[:, None] == w[None, :]) | (pw[None, :] == w[:, None])
+                bits &= ~(related & (w[:, None] != 0) & (w[None, :] != 0))  # (the world is no one's parent here)
             if bits.any():
                 out.append("contacts")
     if not off & int(flag.mjDSBL_LIMIT) and (np.any(m.jnt_limited) or (m.ntendon and np.any(m.tendon_limited))):

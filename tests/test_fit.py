@@ -321,3 +321,47 @@ def test_fit_to_recorded_outputs(tmp_path):
         fit(path, ["dof_damping:shoulder"], scene=scene, iterations=1, target="outputs:sensordata")
     with pytest.raises(RolloutError, match="target must be"):
         fit(path, ["dof_damping:shoulder"], scene=scene, iterations=1, target="qpos")
+
+
+def test_a_trial_point_and_its_jacobian_in_one_run_equal_two_runs_bit_for_bit(noisy_file):
+    """The differences path evaluates a solver's trial point with its forward-difference points in ONE batched run
+    (``residual_and_jacobian``): the residuals equal ``residual`` alone and the Jacobian equals ``jacobian`` from
+    those residuals, bit for bit (MuJoCo C's worlds do not depend on their batch)."""
+    from mjharness.adapters import MjScene
+    from mjharness.rollout import fit as fit_mod
+
+    _, path = noisy_file
+    start = {"body_mass:link1": 1.5 * MASS, "dof_damping:shoulder": 0.5 * DAMP}
+    q = fit_mod._problem(path, list(start), MjScene("double_pendulum", backend="mujoco"), "rk4", start, 1e-3, "x",
+                         jacobian="differences")
+    z, lo, hi = np.array([1.1 * MASS, 0.9 * DAMP]), np.zeros(2), np.full(2, 1e30)
+    r, jac = q.residual_and_jacobian(z, lo, hi)
+    r1 = q.residual(z)
+    assert np.array_equal(r, r1)
+    assert np.array_equal(jac, q.jacobian(z, r1, False, lo, hi))
+
+
+def test_switching_constraints_of_a_model():
+    """``fit_host.switching`` names what makes a rollout piecewise smooth: the bundled double pendulum (contacts
+    disabled, no limits, no friction loss) has none, so its fit runs the full horizon at once, unless it fits a
+    friction loss (which counts even where it is 0); a ball over a plane can touch it; a limited hinge with
+    friction loss."""
+    from mjharness.rollout.fit_host import switching
+
+    assert switching(cached_scene("double_pendulum").model) == []
+    assert switching(cached_scene("double_pendulum").model, ["dof_frictionloss:shoulder"]) == ["friction loss"]
+    ball = mujoco.MjModel.from_xml_string(
+        '<mujoco><worldbody><geom type="plane" size="1 1 .1"/><body pos="0 0 1"><freejoint/>'
+        '<geom type="sphere" size=".1"/></body></worldbody></mujoco>')
+    assert switching(ball) == ["contacts"]
+    arm = mujoco.MjModel.from_xml_string(
+        '<mujoco><worldbody><body><joint name="j" type="hinge" range="-1 1" frictionloss="0.1"/>'
+        '<geom type="capsule" size=".05" fromto="0 0 0 1 0 0" contype="0" conaffinity="0"/></body></worldbody>'
+        '</mujoco>')
+    assert switching(arm) == ["limits", "friction loss"]
+    free = mujoco.MjModel.from_xml_string(
+        '<mujoco><worldbody><body><joint name="j" type="hinge"/><geom type="capsule" size=".05" '
+        'fromto="0 0 0 1 0 0"/><body pos="1 0 0"><joint type="hinge"/><geom type="capsule" size=".05" '
+        'fromto="0 0 0 1 0 0"/></body></body></worldbody></mujoco>')
+    assert switching(free) == []  # parent and child do not collide (MuJoCo's parent filter)
+    assert switching(free, ["dof_frictionloss:j"]) == ["friction loss"]
