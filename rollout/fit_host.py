@@ -112,9 +112,9 @@ def differences(residual: Callable) -> Callable:
 def switching(m, params=()) -> list[str]:
     """What in the MuJoCo model ``m`` (fitting ``params``) switches constraints on and off along a rollout, which
     makes the rollout only piecewise smooth in the parameters: geoms of different bodies that can collide (by
-    contype/conaffinity, not parent and child (the world excepted) unless that filter is off, not both fixed to the world; or an
-    explicit <pair>), limited joints or tendons, friction loss (a dof's or tendon's, or a fitted one). Empty: the
-    rollout is smooth (as far as its constraints go)."""
+    contype/conaffinity; not parent and child, the world excepted, unless that filter is off; not both fixed to
+    the world; or an explicit <pair>), limited joints or tendons, friction loss (a dof's or tendon's, or a fitted
+    one). Empty: the rollout is smooth (as far as its constraints go)."""
     import mujoco
 
     off = int(m.opt.disableflags)
