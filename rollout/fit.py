@@ -272,10 +272,10 @@ def _solve(residual: Callable[[np.ndarray], np.ndarray], jacobian: Callable[[np.
     """mujoco.minimize.least_squares on ``residual`` (z (K,) -> (M,)) with ``jacobian`` (z, r -> (M, K)), stopped
     also by the Newton decrement (``DECREMENT_RTOL``, and ``stat`` x the noise variance: ``DECREMENT_STAT``, or
     ``STAGE_STAT`` for a stage of a growing horizon) and by a trial point within ``stat`` of the current one.
-    ``both`` (differences): (residuals, Jacobian) at a point from one batched run: each trial point is evaluated
-    with its Jacobian's points, which the solver asks for next when it accepts the point (it mostly does: one
-    run per iteration, not two); a rejected point wasted K rollout copies, so the iteration's further trial
-    points run alone."""
+    ``both`` (differences): (residuals, Jacobian) at a point from one batched run: the start and each trial point
+    are evaluated with their Jacobian's points, which the solver asks for next when it accepts the point (it
+    mostly does: one run per iteration, not two); a rejected point wasted K rollout copies, so the iteration's
+    further trial points run alone."""
     from mujoco import minimize
 
     from .engine.announce import compiling
@@ -303,6 +303,9 @@ def _solve(residual: Callable[[np.ndarray], np.ndarray], jacobian: Callable[[np.
             if short <= STAGE_STAT * last["sigma2"] and \
                     0.5 * float(last["r"] @ last["r"] - r @ r) + 1e-2 * float((last["jac"].T @ last["r"]) @ d) < 0:
                 raise _Converged(last["x"])
+            return r if x.ndim == 1 else r[:, None]
+        if not last and both is not None and (x.ndim == 1 or x.shape[1] == 1):  # the start, with its Jacobian
+            r, ahead[x.reshape(-1).tobytes()] = both(x.reshape(-1))
             return r if x.ndim == 1 else r[:, None]
         if x.ndim == 1:
             return residual(x)
