@@ -105,8 +105,8 @@ class _Writer:
         dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
         dcpl.set_chunk(chunk_rows(a.shape, a.dtype.itemsize))
         space = h5py.h5s.create_simple(a.shape, (h5py.h5s.UNLIMITED,) + a.shape[1:])
-        h5py.h5d.create(gid, name.encode(), self._type(a.dtype), space, dcpl=dcpl).write(
-            h5py.h5s.ALL, h5py.h5s.ALL, a)
+        tid = self._type(a.dtype)  # numbers and bools: the memory type is the file's (no conversion to look up)
+        h5py.h5d.create(gid, name.encode(), tid, space, dcpl=dcpl).write(h5py.h5s.ALL, h5py.h5s.ALL, a, mtype=tid)
 
     def attrs(self, gid, values: dict) -> None:
         """``group.attrs[k] = v`` for every item (values of one name keep one type across episodes)."""
