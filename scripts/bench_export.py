@@ -5,11 +5,12 @@
     python scripts/bench_export.py --out data/bench/export_<date>.json
 
 The file: the bundled arm with arm_reach's controller, its ``reached`` rule and resets, arm_reach's ``distance``
-reward, every sample recorded, observations qpos, qvel and the whole state x. Each format is exported into a
-fresh folder and timed from the call to its return (reading the file, the frames, writing, the metadata; the
-libraries imported before); MB/s is
-the bytes the dataset's files hold afterwards over that time. The machine's load (``uptime``) is recorded with the
-figures.
+reward, every sample recorded; observations qpos, qvel and the whole state x, and the default qpos, qvel. Each
+format is exported into a fresh folder and timed from the call to its return (reading the file, the frames,
+writing, the metadata; the libraries imported before); MB/s is the bytes the dataset's files hold afterwards
+over that time. Each export runs in a fresh process (as
+``mjharness export`` does: a process's first export pays for its fresh memory), the cases interleaved over
+``--repeats`` rounds; the machine's load (``uptime``) is recorded with every figure.
 """
 
 from __future__ import annotations
@@ -20,8 +21,10 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
-import time
+
+import numpy as np
 
 
 def _make(path: str, batch: int, steps: int) -> None:
@@ -36,17 +39,42 @@ def _bytes(folder: str) -> int:
     return sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(folder) for f in fs)
 
 
+# One export in a fresh process, as `mjharness export` runs: the libraries imported first, the clock around export().
+CHILD = """
+import json, os, sys, time
+import minari, pandas, pyarrow.parquet  # noqa: F401
+from mjharness.rollout.export import export
+path, out, fmt, obs = sys.argv[1:5]
+t = time.perf_counter()
+export(path, out, format=fmt, obs=obs, progress=True)
+print(json.dumps({"seconds": time.perf_counter() - t}))
+"""
+
+
+def _one(path: str, work: str, fmt: str, obs: str) -> dict:
+    out = os.path.join(work, "out")
+    shutil.rmtree(out, ignore_errors=True)
+    run = subprocess.run([sys.executable, "-c", CHILD, path, out, fmt, obs], capture_output=True, text=True,
+                         check=True)
+    wall = json.loads(run.stdout.strip().splitlines()[-1])["seconds"]
+    mb = _bytes(out) / 1e6
+    shutil.rmtree(out, ignore_errors=True)
+    return {"seconds": wall, "written_mb": mb, "mb_per_s": mb / wall,
+            "uptime": subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--file", help="an existing closed-loop rollout file (default: make one)")
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--steps", type=int, default=20000, help="steps of the made file (64 worlds: ~1100 episodes)")
-    p.add_argument("--obs", default="qpos,qvel,x")
+    p.add_argument("--obs", action="append", help="observations (repeatable; default: qpos,qvel,x and qpos,qvel)")
+    p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--out", default=f"data/bench/export_{datetime.date.today().isoformat()}.json")
     args = p.parse_args()
+    obs_sets = args.obs or ["qpos,qvel,x", "qpos,qvel"]
 
     from mjharness.rollout import open_rollout
-    from mjharness.rollout.export import export
 
     path = args.file or "data/bench/export_run1000.h5"
     if not args.file and not os.path.exists(path):
@@ -54,31 +82,29 @@ def main() -> None:
     with open_rollout(path) as f:
         rows = [r for r in f.episode_table() if r["end"] != "running"]
         input_mb = os.path.getsize(path) / 1e6
-    import minari  # noqa: F401  (imported before the clock starts, as in a program that exports twice)
-    import pandas  # noqa: F401
-    import pyarrow.parquet  # noqa: F401
 
-    result = {"file": path, "file_mb": input_mb, "episodes": len(rows), "obs": args.obs, "formats": {}}
+    result: dict = {"file": path, "file_mb": input_mb, "episodes": len(rows), "repeats": args.repeats, "runs": {}}
+    cases = [(fmt, obs) for obs in obs_sets for fmt in ("lerobot", "minari")]
     work = tempfile.mkdtemp(prefix="bench_export_")
     try:
-        for fmt in ("lerobot", "minari"):
-            out = os.path.join(work, fmt)
-            t = time.perf_counter()
-            export(path, out, format=fmt, obs=args.obs, progress=True)
-            wall = time.perf_counter() - t
-            mb = _bytes(out) / 1e6
-            result["formats"][fmt] = {"seconds": wall, "written_mb": mb, "mb_per_s": mb / wall,
-                                      "episodes_per_s": len(rows) / wall}
-            print(f"{fmt}: {len(rows)} episodes, {mb:.1f} MB in {wall:.2f} s = {mb / wall:.0f} MB/s")
+        for r in range(args.repeats):  # interleaved: a change of the shared machine's load hits every case alike
+            for fmt, obs in cases:
+                one = _one(path, work, fmt, obs)
+                result["runs"].setdefault(f"{fmt} obs={obs}", []).append(one)
+                print(f"round {r}: {fmt} obs={obs}: {len(rows)} episodes, {one['written_mb']:.1f} MB in "
+                      f"{one['seconds']:.2f} s = {one['mb_per_s']:.0f} MB/s ({one['uptime']})", flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    result["uptime"] = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    result["median_mb_per_s"] = {k: float(np.median([v["mb_per_s"] for v in runs]))
+                                 for k, runs in result["runs"].items()}
     result["cpus"] = os.cpu_count()
     result["date"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     with open(args.out, "w") as fh:
         json.dump(result, fh, indent=2)
-    print(f"load: {result['uptime']}\nwritten: {args.out}")
+    for k, v in result["median_mb_per_s"].items():
+        print(f"median {k}: {v:.0f} MB/s")
+    print(f"written: {args.out}")
 
 
 if __name__ == "__main__":
