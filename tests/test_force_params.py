@@ -145,3 +145,24 @@ def test_bad_param_units_refused_when_added():
     with pytest.raises(ForceError, match="param_units must be a dict"):
         s.add_force(drag_of(np), name="drag", params=NOMINAL, param_units={"CD": 1})
     assert s.add_force(drag_of(np), name="drag", params=NOMINAL, param_units={"area": " m2 "}).units == {"area": "m2"}
+
+
+def test_vectorized_draws_are_numpy_default_rng_per_world():
+    """randomize.draw_worlds (every world's PCG64 state computed at once) gives the bits of draw(), i.e. of
+    numpy.random.default_rng([seed, world, crc32(key)]) per world, for every distribution; entropy words beyond
+    32 bits (seed or world index >= 2**32) take numpy's own path."""
+    from mjharness.rollout.engine.randomize import Target, _pcg64_states, draw, draw_worlds, parse_dist
+
+    worlds = np.array([0, 1, 2, 7, 4095, 123456, 2**31, 2**32 - 1])
+    for seed in (0, 3, 2**32 - 1):
+        for (st, inc), w in zip(_pcg64_states(seed, worlds, 12345), worlds.tolist()):
+            ref = np.random.PCG64(np.random.SeedSequence([seed, w, 12345])).state["state"]
+            assert (st, inc) == (ref["state"], ref["inc"])
+    for key, dist in (("force:drag.CD", "normal(0.47, 0.03)"), ("force:drag.wind[1]", "*uniform(0.9, 1.1)"),
+                      ("body_mass", "loguniform(1e-3, 1)"), ("x", "choice(1, 2, 4)"), ("y", "+normal(0, 2)")):
+        for k in (1, 3):
+            t = Target(key, key, np.arange(k), parse_dist(key, dist))
+            for seed, ws in ((0, worlds), (2**32 - 1, worlds), (2**32, worlds), (5, np.array([3, 2**32 + 1]))):
+                want = np.stack([draw(t, seed, w) for w in ws.tolist()])
+                np.testing.assert_array_equal(draw_worlds(t, seed, ws), want, err_msg=f"{key} {k} {seed}")
+    assert draw_worlds(t, 0, np.zeros(0, int)).shape == (0, 3)

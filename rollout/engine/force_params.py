@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import RolloutError
-from .randomize import KEY_SYNTAX, Target, draw, parse_dist, refuse_overlaps
+from .randomize import KEY_SYNTAX, Target, draw_worlds, parse_dist, refuse_overlaps
 
 PREFIX = "force:"
 
@@ -85,6 +85,5 @@ def draw_force_params(scene, randomize: dict, seed: int, worlds, explicit: dict)
             nominal = _nominal(scene, t.field, f"randomize[{t.key!r}]")
             out[t.field] = np.broadcast_to(nominal, (worlds.size,) + nominal.shape).copy()
         flat = out[t.field].reshape(worlds.size, -1)
-        for i, w in enumerate(worlds.tolist()):
-            flat[i, t.flat] = t.dist.apply(flat[i, t.flat], draw(t, seed, w))
+        flat[:, t.flat] = t.dist.apply(flat[:, t.flat], draw_worlds(t, seed, worlds))
     return out
