@@ -238,3 +238,30 @@ def test_bad_providers_and_unsupported_places_are_refused():
         choose("warp", c.needs())
     with pytest.raises(BackendError, match="generalized.*per-world model fields \\['nonsense'\\]"):
         HostForces(c.backend_state.pool, c.force_providers, (("nonsense", 1),))
+
+
+def test_host_sums_are_the_providers_arrays_and_a_reset_world_gets_nan():
+    """HostForces hands back a provider's own arrays (no copy a stage) and zeros for a kind none gives; a world that
+    Batch.forward resets (NaN qpos) gets NaN forces in a copy, the provider's array left as it returned it."""
+    c = MjScene(XML, backend="mujoco")
+    got = []
+
+    def reads_kinematics(t, x, data):
+        w = np.zeros((x.shape[0], c.model.nbody, 6))
+        w[:, 1, :3] = data.xipos[:, 1, :]  # a kinematic field: the velocity stage runs, and may reset a world
+        got.append(w)
+        return w
+
+    c.add_force(reads_kinematics)
+    forces = c.backend_impl._forces(c, None)
+    x = x0_batch(c)
+    n = x.shape[0]
+    xfrc, qfrc = forces(np.zeros(n), x, np.zeros((n, c.model.nu)))
+    assert xfrc is got[-1] and not qfrc.any() and qfrc.shape == (n, c.model.nv)
+    x[1, 0] = np.nan
+    xfrc, qfrc = forces(np.zeros(n), x, np.zeros((n, c.model.nu)))
+    assert xfrc is not got[-1] and np.isfinite(got[-1]).all()
+    assert np.isnan(xfrc[1]).all() and np.isnan(qfrc[1]).all()
+    np.testing.assert_array_equal(xfrc[0], got[-1][0])
+    assert np.isfinite(qfrc[0]).all() and not qfrc[0].any()
+

@@ -159,7 +159,8 @@ class BatchForward:
         with self.lock:
             b, (time_, qpos, qvel, act, warm, u), qacc, act_dot, fields, factor, applied = self._batch(n)
             if applied is not None:  # the providers' sums at this stage, on the scene's own applied forces
-                applied[0][:], applied[1][:] = self.pool.base[0] + forces[0], self.pool.base[1] + forces[1]
+                np.add(self.pool.base[0], forces[0], out=applied[0])
+                np.add(self.pool.base[1], forces[1], out=applied[1])
             if fields:
                 p = np.asarray(p, np.float64).reshape(n, -1)
                 for field, sl in fields:

@@ -138,6 +138,7 @@ class HostForces:
         self.row0 = np.empty(mujoco.mj_stateSize(m, mujoco.mjtState.mjSTATE_INTEGRATION))
         mujoco.mj_getState(m, pool.datas[0], self.row0, mujoco.mjtState.mjSTATE_INTEGRATION)
         self.batches: dict[int, tuple] = {}
+        self.zeros: dict[tuple, np.ndarray] = {}
         self.lock = threading.Lock()  # a Batch serves one call at a time
 
     def _batch(self, n: int) -> tuple:
@@ -157,10 +158,25 @@ class HostForces:
             view = HostView(inputs, stage)
             total = summed([(pr.name, pr.call(inputs["time"], x, view, self._values(i, n, p)))
                             for i, pr in enumerate(self.providers)], (n,), m.nbody, nv)
-        xfrc = np.array(total.get("xfrc", np.zeros((n, m.nbody, 6))), np.float64)
-        qfrc = np.array(total.get("qfrc", np.zeros((n, nv))), np.float64)
-        xfrc[stage.reset], qfrc[stage.reset] = np.nan, np.nan
+        # The sums as they are (callers only read them: no copy of a (B, nbody, 6) array a stage); copies only where
+        # a world's forces are to be NaN (a world Batch.forward reset, rare).
+        xfrc = np.asarray(total["xfrc"], np.float64) if "xfrc" in total else self._zeros(n, (m.nbody, 6))
+        qfrc = np.asarray(total["qfrc"], np.float64) if "qfrc" in total else self._zeros(n, (nv,))
+        if stage.reset.any():
+            xfrc, qfrc = np.array(xfrc), np.array(qfrc)
+            xfrc[stage.reset], qfrc[stage.reset] = np.nan, np.nan
         return xfrc, qfrc
+
+    def _zeros(self, n: int, shape: tuple) -> np.ndarray:
+        """Read-only zeros (n, *shape) for a kind no provider gives, kept per shape."""
+        key = (n,) + shape
+        z = self.zeros.get(key)
+        if z is None:
+            if len(self.zeros) >= 8:
+                self.zeros.clear()
+            z = self.zeros[key] = np.zeros(key)
+            z.flags.writeable = False
+        return z
 
 
     def _values(self, i: int, n: int, p) -> dict:
