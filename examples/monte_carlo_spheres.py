@@ -16,10 +16,10 @@ US 1976 air with a NED wind. Dispersed per world:
 
 The example's draws come from ``numpy.random.default_rng([seed, world, k])`` with the world's global index, and the
 ``randomize`` draws are keyed the same way: the same worlds on every backend and batch split. The providers are
-NumPy of the whole batch on MuJoCo C (``drag`` calls one jitted JAX function per stage: eager JAX would dispatch every
-small operation) and the same code traced per world on MJX. The file records the geodetic position every
-``record_every`` steps; an impact point is where the altitude crosses 0, by linear interpolation between the
-recorded rows (``impact_points``). Guide: docs/environment.md, "Monte Carlo".
+NumPy of the whole batch on MuJoCo C (``drag`` is ``batch_jit``: one jitted JAX function per stage, where eager JAX
+would dispatch every small operation, its batch split over the CPUs) and the same code traced per world on MJX. The
+file records the geodetic position every ``record_every`` steps; an impact point is where the altitude crosses 0, by
+linear interpolation between the recorded rows (``impact_points``). Guide: docs/environment.md, "Monte Carlo".
 """
 
 from __future__ import annotations
@@ -88,18 +88,14 @@ _DRAG = None
 
 
 def drag(t, x, data, p):
-    """The drag provider (parameters CD, area [m2], wind [m/s, NED]): the batch's NumPy arrays on MuJoCo C through
-    one jitted call a stage, traced per world on MJX."""
+    """The drag provider (parameters CD, area [m2], wind [m/s, NED]): ``batch_jit`` of ``_drag_eci``, traced per world
+    on MJX, one jitted call a stage on MuJoCo C's batch (split over the CPUs)."""
     global _DRAG
-    if isinstance(data.qvel, np.ndarray):
-        import jax
+    if _DRAG is None:
+        from mjharness.adapters.forces import batch_jit
 
-        if _DRAG is None:
-            _DRAG = jax.jit(_drag_eci)
-        f = np.asarray(_DRAG(t, data.qpos[:, 0:3], data.qvel[:, 0:3], p["CD"], p["area"], p["wind"]))
-    else:
-        f = _drag_eci(t, data.qpos[0:3], data.qvel[0:3], p["CD"], p["area"], p["wind"])
-    return _wrench(f, data)
+        _DRAG = batch_jit(_drag_eci)
+    return _wrench(_DRAG(t, data.qpos[..., 0:3], data.qvel[..., 0:3], p["CD"], p["area"], p["wind"]), data)
 
 
 def gravity(t, x, data, p):

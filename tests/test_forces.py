@@ -265,3 +265,26 @@ def test_host_sums_are_the_providers_arrays_and_a_reset_world_gets_nan():
     np.testing.assert_array_equal(xfrc[0], got[-1][0])
     assert np.isfinite(qfrc[0]).all() and not qfrc[0].any()
 
+
+def test_batch_jit_splits_the_batch_bit_identically():
+    """batch_jit: the function itself on traced values, one jitted call per slice on NumPy batches, every world the
+    bits of one jitted call on the whole batch (the Monte Carlo example's drag: geodesy, US 1976, rotations)."""
+    import jax
+
+    from mjharness.adapters.forces import batch_jit
+    from mjharness.examples import monte_carlo_spheres as mc
+
+    n = 5003  # slices of unequal lengths
+    rng = np.random.default_rng(0)
+    r = np.array([1.2e6, -4.6e6, 4.1e6]) * (1 + 1e-3 * rng.normal(size=(n, 1))) + 1e3 * rng.normal(size=(n, 3))
+    args = (np.linspace(0.0, 30.0, n), r, 30.0 * rng.normal(size=(n, 3)), rng.uniform(0.4, 0.5, n),
+            np.broadcast_to(0.07, (n,)), rng.normal(size=(n, 3)))
+    whole = np.asarray(jax.jit(mc._drag_eci)(*args))
+    for threads in (1, 2, 3):
+        split = batch_jit(mc._drag_eci, threads=threads, min_rows=1000)(*args)
+        assert isinstance(split, np.ndarray)
+        np.testing.assert_array_equal(split, whole)
+    one = jax.jit(lambda *a: batch_jit(mc._drag_eci)(*a))(*(a[7] for a in args))  # traced: the function itself
+    np.testing.assert_allclose(np.asarray(one), whole[7], rtol=1e-13)
+    with pytest.raises(ValueError, match="leading lengths"):
+        batch_jit(mc._drag_eci)(args[0][:3], *args[1:])
