@@ -220,7 +220,10 @@ def _compiled(key, residual: Callable, data: dict, z0: np.ndarray) -> tuple[Any,
 #   (contacts, stick/slip) a full step that crosses an event is rejected, and the regularizer then only shrinks the
 #   step.
 # - STAGE_STAT: the same for a stage of the differences path's growing horizon (``HORIZONS``), whose estimate only
-#   starts the next stage: 1e-4 of that stage's standard error.
+#   starts the next stage: 1e-4 of that stage's standard error. Where full precision is asked (DECREMENT_STAT), a
+#   decrement below STAGE_STAT ends the solver with that last Gauss-Newton step taken without a new Jacobian (in
+#   the quadratic regime it lands far below 1e-6 of a standard error from the minimum; kept unless the cost rises
+#   there): one rollout instead of an iteration's K + 1, and the intervals use the Jacobian of the point before.
 DECREMENT_RTOL = 1e-14
 DECREMENT_STAT = 1e-12
 STAGE_STAT = 1e-8
@@ -231,20 +234,28 @@ MU_FACTOR = 10.0
 
 
 class _Converged(Exception):
-    def __init__(self, x: np.ndarray):
-        self.x = x
+    def __init__(self, x: np.ndarray, last_step: np.ndarray | None = None):
+        self.x, self.last_step = x, last_step
 
 
 def newton_decrement(jac: np.ndarray, r: np.ndarray, x: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> float:
     """g' H^-1 g (g = J'r, H = J'J) over the parameters not held at a bound by the gradient (pseudo-inverse: an
     unidentifiable direction promises nothing)."""
+    return gauss_newton_step(jac, r, x, lo, hi)[0]
+
+
+def gauss_newton_step(jac: np.ndarray, r: np.ndarray, x: np.ndarray, lo: np.ndarray, hi: np.ndarray
+                      ) -> tuple[float, np.ndarray]:
+    """(Newton decrement, the Gauss-Newton step -H^-1 g over the free parameters, 0 for the others)."""
     g = jac.T @ r
     free = ~(((x <= lo) & (g > 0)) | ((x >= hi) & (g < 0)))
+    delta = np.zeros_like(x)
     if not free.any():
-        return 0.0
+        return 0.0, delta
     jf = jac[:, free]
     step = np.linalg.lstsq(jf, r, rcond=None)[0]  # H^-1 g without forming J'J
-    return float(g[free] @ step)
+    delta[free] = -step
+    return float(g[free] @ step), delta
 
 
 def noise_variance(r: np.ndarray, k: int, known_noise: bool) -> float:
@@ -263,6 +274,7 @@ class _Solved:
     iterations: int
     jac: np.ndarray | None = None
     r: np.ndarray | None = None
+    near: bool = False  # jac is at the point one last Gauss-Newton step (below 1e-4 standard error) before z
 
 
 def _solve(residual: Callable[[np.ndarray], np.ndarray], jacobian: Callable[[np.ndarray, np.ndarray], np.ndarray],
@@ -320,9 +332,11 @@ def _solve(residual: Callable[[np.ndarray], np.ndarray], jacobian: Callable[[np.
         sigma2 = noise_variance(r, x.size, known_noise)
         last.update(x=x, r=r, jac=jac, sigma2=np.float64(sigma2))
         if count[0]:
-            dec = newton_decrement(jac, r, x, lo, hi)
+            dec, delta = gauss_newton_step(jac, r, x, lo, hi)
             if dec <= DECREMENT_RTOL * float(r @ r) or dec <= stat * sigma2:
                 raise _Converged(x)
+            if stat < STAGE_STAT and dec <= STAGE_STAT * sigma2:  # the last step, below 1e-4 standard error
+                raise _Converged(x, np.clip(x + delta, lo, hi))
         return jac
 
     compiling(label, progress)
@@ -338,6 +352,10 @@ def _solve(residual: Callable[[np.ndarray], np.ndarray], jacobian: Callable[[np.
                                       max_iter=iterations, verbose=0, iter_callback=callback, x_scale=scale,
                                       mu_factor=MU_FACTOR)
     except _Converged as c:
+        if c.last_step is not None:  # kept unless the cost rises there (an event crossed); the Jacobian of x
+            r_step = residual(c.last_step)
+            if float(r_step @ r_step) <= float(last["r"] @ last["r"]):
+                return _Solved(c.last_step, count[0] + 1, last["jac"], r_step, near=True)
         return _Solved(np.asarray(c.x, np.float64).reshape(-1), count[0], last["jac"], last["r"])
     z = np.asarray(z, np.float64).reshape(-1)
     same = bool(last) and np.array_equal(z, last["x"])
@@ -561,7 +579,7 @@ def fit(path: PathLike | Sequence[PathLike], params: Sequence[str], *, scene: Sc
         r = residual(z) if solved.r is None else solved.r
         if probs[0].switching:
             jac = _final_jacobian(z, r, last_jac, residual, lo, hi, known)
-        elif solved.r is not None and last_jac is not None:  # smooth: the solver's last Jacobian is at z
+        elif solved.r is not None and last_jac is not None:  # smooth: the solver's last Jacobian (at z, or near)
             jac = last_jac
         else:
             jac = jacobian_of(z, r, final=True)

@@ -365,3 +365,31 @@ def test_switching_constraints_of_a_model():
         'fromto="0 0 0 1 0 0"/></body></body></worldbody></mujoco>')
     assert switching(free) == []  # parent and child do not collide (MuJoCo's parent filter)
     assert switching(free, ["dof_frictionloss:j"]) == ["friction loss"]
+
+
+def test_the_differences_path_runs_its_plan_again_with_the_same_bits_as_rollout(noisy_file):
+    """The differences path plans a run of c copies of the batch once and runs it again with each call's model
+    fields: every call (trial points, a Jacobian's points, alternating shapes, the first and later calls) equals
+    ``rollout`` with the same arguments bit for bit."""
+    from mjharness.adapters import MjScene
+    from mjharness.rollout import fit as fit_mod
+
+    _, path = noisy_file
+    sc = MjScene("double_pendulum", backend="mujoco")
+    start = {"body_mass:link1": 1.5 * MASS, "dof_damping:shoulder": 0.5 * DAMP}
+    q = fit_mod._problem(path, list(start), sc, "rk4", start, 1e-3, "x", jacobian="differences")
+    d = q.data
+    rng = np.random.default_rng(1)
+    for c in (1, 3, 1, 3, 4):
+        z = np.array([MASS, DAMP])[:, None] * (1 + 0.2 * rng.standard_normal((2, c)))
+        got = q.residual(z if c > 1 else z[:, 0])
+        mass = np.tile(sc.model.body_mass, (B * c, 1))
+        damp = np.tile(sc.model.dof_damping, (B * c, 1))
+        for j in range(c):
+            mass[j * B:(j + 1) * B, sc.model.body("link1").id] = z[0, j]
+            damp[j * B:(j + 1) * B, sc.model.jnt_dofadr[sc.model.joint("shoulder").id]] = z[1, j]
+        ref = rollout(sc, "rk4", dt=0.01, steps=STEPS, x0=np.tile(d["x0"], (c, 1)), record_every=R, progress=False,
+                      model_params={"body_mass": mass, "dof_damping": damp})
+        want = np.stack([((np.asarray(ref.x)[:, j * B:(j + 1) * B] - d["goal"]) / d["weight"]).ravel()
+                         for j in range(c)], axis=1)
+        assert np.array_equal(got, want[:, 0] if c == 1 else want), c
