@@ -23,7 +23,7 @@ import os
 
 import numpy as np
 
-from .core import ExportPlan, block_frames, episode_meta, read_block, world_blocks
+from .core import ExportPlan, block_parts, episode_meta, read_block, world_blocks
 from .start import OutputsAt, first_observations
 
 CODEBASE_VERSION = "v3.0"
@@ -200,7 +200,8 @@ class DataFiles:
                 self.chunk, self.file = self.chunk + 1, 0
 
     def write(self, table, bounds: np.ndarray) -> np.ndarray:
-        """Queue ``table``, whole episodes at rows ``bounds`` (E+1,); returns each episode's (chunk, file), (E, 2)."""
+        """Add ``table``, whole episodes at rows ``bounds`` (E+1,), to the current file (a full one is queued for
+        writing); returns each episode's (chunk, file), (E, 2)."""
         row_mb = table.nbytes / 2**20 / max(table.num_rows, 1)
         where = np.empty((len(bounds) - 1, 2), dtype=np.int64)
         i = 0
@@ -216,8 +217,11 @@ class DataFiles:
             self.mb += float(ends_mb[j - i - 1])
             where[i:j] = self.chunk, self.file
             i = j
-        self._flush()
         return where
+
+    def end_block(self) -> None:
+        """The block's last file is written now (the next block starts a file of its own)."""
+        self._flush()
 
     def close(self) -> None:
         self._flush()
@@ -245,26 +249,28 @@ def write_lerobot(plan: ExportPlan, *, video=None, task: str | None = None, prog
     bar = tqdm(total=len(plan.episodes), desc="export lerobot", unit="episode", disable=not progress, leave=False)
     try:
         with bar:
-            for w0, w1, eps in world_blocks(plan):
+            for w0, w1, block_eps in world_blocks(plan):
                 block = read_block(plan, w0, w1)
-                fr = block_frames(plan, block, eps, [first_observations(plan, ep, x0, outputs_at) for ep in eps])
-                cols, bounds = _block_columns(plan, fr, n_frames, n_episodes), fr.bounds
-                table = pa.table({k: _column(cols[k]) for k in feats if k in cols})
-                where = data.write(table, bounds)
-                ep_cols = {"episode_index": np.arange(n_episodes, n_episodes + len(eps), dtype=np.int64),
-                           "length": np.diff(bounds), "data/chunk_index": where[:, 0],
-                           "data/file_index": where[:, 1],
-                           "dataset_from_index": n_frames + bounds[:-1], "dataset_to_index": n_frames + bounds[1:]}
-                if videos is not None:
-                    ep_cols.update(videos.write(plan, block, eps, fr, stats))
-                ep_cols.update(_episode_stats(cols, bounds, stats))
-                for k, v in ep_cols.items():
-                    episode_cols.setdefault(k, []).append(np.asarray(v))
-                for ep in eps:
-                    for k, v in episode_meta(plan, ep).items():
-                        episode_cols.setdefault(f"mjharness/{k}", []).append(v)
-                n_episodes, n_frames = n_episodes + len(eps), n_frames + int(bounds[-1])
-                bar.update(len(eps))
+                for eps, fr in block_parts(plan, block, block_eps, lambda ep: first_observations(plan, ep, x0,
+                                                                                               outputs_at)):
+                    cols, bounds = _block_columns(plan, fr, n_frames, n_episodes), fr.bounds
+                    table = pa.table({k: _column(cols[k]) for k in feats if k in cols})
+                    where = data.write(table, bounds)
+                    ep_cols = {"episode_index": np.arange(n_episodes, n_episodes + len(eps), dtype=np.int64),
+                               "length": np.diff(bounds), "data/chunk_index": where[:, 0],
+                               "data/file_index": where[:, 1], "dataset_from_index": n_frames + bounds[:-1],
+                               "dataset_to_index": n_frames + bounds[1:]}
+                    if videos is not None:
+                        ep_cols.update(videos.write(plan, block, eps, fr, stats))
+                    ep_cols.update(_episode_stats(cols, bounds, stats))
+                    for k, v in ep_cols.items():
+                        episode_cols.setdefault(k, []).append(np.asarray(v))
+                    for ep in eps:
+                        for k, v in episode_meta(plan, ep).items():
+                            episode_cols.setdefault(f"mjharness/{k}", []).append(v)
+                    n_episodes, n_frames = n_episodes + len(eps), n_frames + int(bounds[-1])
+                    bar.update(len(eps))
+                data.end_block()
     finally:
         data.close()
         if videos is not None:

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from .core import ExportPlan, block_frames, episode_meta, episode_observations, read_block, world_blocks
+from .core import ExportPlan, block_parts, episode_meta, episode_observations, read_block, world_blocks
 from .start import OutputsAt, first_observations
 
 
@@ -153,18 +153,19 @@ def write_minari(plan: ExportPlan, *, name: str | None = None, progress: bool = 
         storage = dataset.storage
         with h5py.File(storage.data_path / "main_data.hdf5", "a") as h5:
             w = _Writer(h5)
-            for w0, w1, eps in world_blocks(plan):
+            for w0, w1, block_eps in world_blocks(plan):
                 block = read_block(plan, w0, w1)
-                fr = block_frames(plan, block, eps, [first_observations(plan, ep, x0, outputs_at) for ep in eps])
-                obs = {obs_key(k): v for k, v in episode_observations(fr).items()}
-                for i, ep in enumerate(eps):
-                    e, oe = fr.episode(i), slice(int(fr.bounds[i]) + i, int(fr.bounds[i + 1]) + i + 1)
-                    attrs = {"id": n_episodes, "seed": plan.meta["seed"], "total_steps": e.stop - e.start}
-                    w.episode(n_episodes, attrs | episode_meta(plan, ep), {k: v[oe] for k, v in obs.items()},
-                              {"actions": fr.action[e], "rewards": fr.reward[e], "terminations": fr.terminated[e],
-                               "truncations": fr.truncated[e]})
-                    n_episodes, n_steps = n_episodes + 1, n_steps + e.stop - e.start
-                bar.update(len(eps))
+                for eps, fr in block_parts(plan, block, block_eps,
+                                           lambda ep: first_observations(plan, ep, x0, outputs_at)):
+                    obs = {obs_key(k): v for k, v in episode_observations(fr).items()}
+                    for i, ep in enumerate(eps):
+                        e, oe = fr.episode(i), slice(int(fr.bounds[i]) + i, int(fr.bounds[i + 1]) + i + 1)
+                        attrs = {"id": n_episodes, "seed": plan.meta["seed"], "total_steps": e.stop - e.start}
+                        w.episode(n_episodes, attrs | episode_meta(plan, ep), {k: v[oe] for k, v in obs.items()},
+                                  {"actions": fr.action[e], "rewards": fr.reward[e],
+                                   "terminations": fr.terminated[e], "truncations": fr.truncated[e]})
+                        n_episodes, n_steps = n_episodes + 1, n_steps + e.stop - e.start
+                    bar.update(len(eps))
         storage.update_metadata({"total_episodes": n_episodes, "total_steps": n_steps,
                                  "dataset_size": storage.get_size(),
                                  "mjharness": {**plan.meta, "fps": plan.fps, "skipped": plan.skipped,

@@ -72,6 +72,7 @@ class Videos:
         self.path: str | None = None
         self._append: Any = None
         self._close: Any = None
+        self._qpos: Any = None  # (block, its worlds' qpos (T, b, nq))
 
     def _next_file(self) -> None:
         from mjharness.rollout.rendering.output import open_frames
@@ -100,9 +101,9 @@ class Videos:
     def write(self, plan: ExportPlan, block, eps, fr, stats) -> dict:
         """Render each frame's observation state (the episode's first state, then the period ends)."""
         f, T = plan.file, plan.file.samples
-        w1 = max(ep.local_world for ep in eps) + 1
-        qpos = f.read("x", np.s_[:T, block.w0:w1, self.qcols])
-        x0 = f.x0
+        if self._qpos is None or self._qpos[0] is not block:  # read once per block (write is called per part)
+            self._qpos = (block, f.read("x", np.s_[:T, block.w0:block.w0 + block.x.shape[1], self.qcols]))
+        qpos, x0 = self._qpos[1], f.x0
         where, start, end = [], [], []
         for ep in eps:
             if self._full():
