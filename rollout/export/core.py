@@ -193,12 +193,16 @@ def period_frames(row: dict, *, record_every: int, every: int) -> np.ndarray:
 EPISODE_ENTRIES = ("episode", "episode_start", "terminated")
 
 
+def _span(slots: dict, names) -> tuple:
+    """(first, last + 1) of the carry columns of entries ``names`` (slot: (shape, offset, size))."""
+    return min(slots[k][1] for k in names), max(slots[k][1] + slots[k][2] for k in names)
+
+
 def carry_columns(f: RolloutFile, slots: dict, names, sel: tuple) -> dict:
     """name -> ``/carry[sel + (entry's columns,)]`` of carry entries ``names`` (slot: (shape, offset, size)), a
     scalar entry without its last axis: one read of the columns' span (a contiguous hyperslab reads ~5x faster
     than a list of columns, and much faster than every column of the chunks)."""
-    lo = min(slots[k][1] for k in names)
-    hi = max(slots[k][1] + slots[k][2] for k in names)
+    lo, hi = _span(slots, names)
     span = f.read("carry", sel + (slice(lo, hi),))
     out = {}
     for k in names:
@@ -220,8 +224,8 @@ def _rows(f: RolloutFile, slots: dict) -> tuple:
     if all(k in slots for k in EPISODE_ENTRIES):
         a, T = f.attrs, f.samples
         names = EPISODE_ENTRIES + _actions(slots)
-        width = max(o + n for _, o, n in (slots[k] for k in names)) - min(slots[k][1] for k in names)
-        if 8 * T * f.batch * width > BLOCK_BYTES:
+        lo, hi = _span(slots, names)
+        if 8 * T * f.batch * (hi - lo) > BLOCK_BYTES:
             names = EPISODE_ENTRIES
         cols = carry_columns(f, slots, names, np.s_[:T, :])
         ep, start, pending = (cols[k] for k in EPISODE_ENTRIES)

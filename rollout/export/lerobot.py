@@ -159,6 +159,11 @@ def _block_columns(plan: ExportPlan, fr, first_index: int, first_episode: int) -
     return cols
 
 
+def next_file(chunk: int, file: int) -> tuple:
+    """The (chunk, file) index after ``(chunk, file)``: ``DEFAULT_CHUNK_SIZE`` files a chunk folder."""
+    return (chunk + 1, 0) if file + 1 == DEFAULT_CHUNK_SIZE else (chunk, file + 1)
+
+
 def _write_parquet(path: str, tables: list) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -195,9 +200,7 @@ class DataFiles:
             path = os.path.join(self.root, DEFAULT_DATA_PATH.format(chunk_index=self.chunk, file_index=self.file))
             self._jobs.append(self._pool.submit(_write_parquet, path, self.tables))
             self.tables, self.mb = [], 0.0
-            self.file += 1
-            if self.file == DEFAULT_CHUNK_SIZE:
-                self.chunk, self.file = self.chunk + 1, 0
+            self.chunk, self.file = next_file(self.chunk, self.file)
 
     def write(self, table, bounds: np.ndarray) -> np.ndarray:
         """Add ``table``, whole episodes at rows ``bounds`` (E+1,), to the current file (a full one is queued for

@@ -68,21 +68,19 @@ class Videos:
 
     def __init__(self, spec: VideoSpec, root: str, fps: float, qcols: slice, fields: WorldFields):
         self.spec, self.root, self.fps, self.qcols, self.fields = spec, root, fps, qcols, fields
-        self.chunk, self.file, self.frames = 0, -1, 0  # frames: in the current file
+        self.chunk, self.file, self.frames = 0, 0, 0  # frames: in the current file
         self.path: str | None = None
         self._append: Any = None
         self._close: Any = None
-        self._qpos: Any = None  # (block, its worlds' qpos (T, b, nq))
+        self._qpos: Any = None  # (block, its worlds' qpos (T, b, nq), /x0)
 
     def _next_file(self) -> None:
         from mjharness.rollout.rendering.output import open_frames
 
-        from .lerobot import DEFAULT_CHUNK_SIZE, DEFAULT_VIDEO_PATH
+        from .lerobot import DEFAULT_VIDEO_PATH, next_file
 
         self._finish()
-        self.file += 1
-        if self.file == DEFAULT_CHUNK_SIZE:
-            self.chunk, self.file = self.chunk + 1, 0
+        self.chunk, self.file = (0, 0) if self.path is None else next_file(self.chunk, self.file)
         self.path = os.path.join(self.root, DEFAULT_VIDEO_PATH.format(video_key=self.spec.key,
                                                                       chunk_index=self.chunk, file_index=self.file))
         os.makedirs(os.path.dirname(self.path), exist_ok=True)
@@ -101,9 +99,11 @@ class Videos:
     def write(self, plan: ExportPlan, block, eps, fr, stats) -> dict:
         """Render each frame's observation state (the episode's first state, then the period ends)."""
         f, T = plan.file, plan.file.samples
-        if self._qpos is None or self._qpos[0] is not block:  # read once per block (write is called per part)
-            self._qpos = (block, f.read("x", np.s_[:T, block.w0:block.w0 + block.x.shape[1], self.qcols]))
-        qpos, x0 = self._qpos[1], f.x0
+        if self._qpos is None or self._qpos[0] is not block:  # once a block (write is called per part)
+            qpos = (block.x[..., self.qcols] if block.x.shape[2] else  # the block's states hold them when read
+                    f.read("x", np.s_[:T, block.w0:block.w0 + block.x.shape[1], self.qcols]))
+            self._qpos = (block, qpos, f.x0)
+        _, qpos, x0 = self._qpos
         where, start, end = [], [], []
         for ep in eps:
             if self._full():
