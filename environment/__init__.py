@@ -23,6 +23,7 @@ from .aero import (
     mach,
     rate_damping_moment,
     safe_norm,
+    subtract_wind,
 )
 from .atmosphere import Air, AirState, AtmosphereProvider, StandardAtmosphere1976, geopotential_altitude, us1976
 from .flight import FlightState, body_to_ned_matrix, euler_321, euler_321_matrix, flight_state, inertial_state
@@ -34,6 +35,7 @@ from .geodesy import (
     ecef_to_ned_matrix,
     eci_to_ecef,
     eci_to_ecef_matrix,
+    geodetic_frame,
     geodetic_to_ecef,
     ned_velocity,
 )
@@ -50,13 +52,14 @@ from .wind import ConstantWind, WindModel, WindProfile
 
 __all__ = [
     "Planet", "WGS84",
-    "geodetic_to_ecef", "ecef_to_geodetic", "ecef_to_ned_matrix", "eci_to_ecef_matrix", "earth_rate",
+    "geodetic_to_ecef", "ecef_to_geodetic", "ecef_to_ned_matrix", "geodetic_frame", "eci_to_ecef_matrix", "earth_rate",
     "earth_relative_velocity", "eci_to_ecef", "ecef_to_eci", "ned_velocity",
     "STANDARD_GRAVITY", "uniform_acceleration", "point_mass_potential", "point_mass_acceleration", "j2_potential",
     "j2_acceleration",
     "Air", "AirState", "AtmosphereProvider", "StandardAtmosphere1976", "geopotential_altitude", "us1976",
     "WindModel", "ConstantWind", "WindProfile",
-    "safe_norm", "air_relative_velocity", "dynamic_pressure", "mach", "drag_force", "rate_damping_moment",
+    "safe_norm", "air_relative_velocity", "subtract_wind", "dynamic_pressure", "mach", "drag_force",
+    "rate_damping_moment",
     "constant_coefficients",
     "FlightState", "flight_state", "inertial_state", "euler_321", "euler_321_matrix", "body_to_ned_matrix",
 ]

@@ -26,9 +26,14 @@ def safe_norm(v: ArrayLike, axis: int = -1) -> jax.Array:
 
 def air_relative_velocity(v_ecef: ArrayLike, wind_ned: ArrayLike, lat: ArrayLike, lon: ArrayLike) -> jax.Array:
     """v − wind in ECEF axes ``(..., 3)``: the Earth-relative velocity ``v_ecef`` less the NED wind at (lat, lon)."""
-    c = ecef_to_ned_matrix(lat, lon)
+    return subtract_wind(v_ecef, wind_ned, ecef_to_ned_matrix(lat, lon))
+
+
+def subtract_wind(v_ecef: ArrayLike, wind_ned: ArrayLike, c_ned: ArrayLike) -> jax.Array:
+    """``air_relative_velocity`` with the local frame given as its ECEF → NED matrix ``c_ned`` ``(..., 3, 3)``
+    (``geodetic_frame``'s): v − Cᵀ wind, no trigonometric function."""
     # NED → ECEF is the transpose: wind_ecef_i = Σ_j C_ji wind_ned_j
-    return jnp.asarray(v_ecef) - jnp.einsum("...ji,...j->...i", c, jnp.asarray(wind_ned))
+    return jnp.asarray(v_ecef) - jnp.einsum("...ji,...j->...i", jnp.asarray(c_ned), jnp.asarray(wind_ned))
 
 
 def dynamic_pressure(rho: ArrayLike, v: ArrayLike) -> jax.Array:

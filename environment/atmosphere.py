@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
-from .geodesy import ecef_to_geodetic
+from .geodesy import geodetic_frame
 from .planet import WGS84, Planet
 from .wind import WindModel
 
@@ -130,7 +130,7 @@ class StandardAtmosphere1976:
     planet: Planet = field(default=WGS84)
 
     def __call__(self, t: ArrayLike, r_ecef: ArrayLike) -> AirState:
-        _, _, alt = ecef_to_geodetic(r_ecef, self.planet)
+        alt = geodetic_frame(r_ecef, self.planet)[1]
         air = us1976(alt)
         if self.wind is None:
             wind_ned = jnp.zeros(jnp.shape(alt) + (3,), dtype=air.density.dtype)

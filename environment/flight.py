@@ -20,7 +20,7 @@ from jax.typing import ArrayLike
 
 from mjharness.integrators.rotations import mat_to_quat, quat_to_mat
 
-from .aero import air_relative_velocity, dynamic_pressure, mach, safe_norm
+from .aero import dynamic_pressure, mach, safe_norm, subtract_wind
 from .atmosphere import AtmosphereProvider, StandardAtmosphere1976
 from .geodesy import (
     ecef_to_eci,
@@ -28,6 +28,7 @@ from .geodesy import (
     ecef_to_ned_matrix,
     eci_to_ecef,
     eci_to_ecef_matrix,
+    geodetic_frame,
     geodetic_to_ecef,
 )
 from .planet import WGS84, Planet
@@ -88,10 +89,11 @@ def flight_state(t: ArrayLike, r_eci: ArrayLike, v_eci: ArrayLike, quat_eci: Arr
     atmosphere = atmosphere or StandardAtmosphere1976(planet=planet)
     r_ecef, v_ecef = eci_to_ecef(t, r_eci, v_eci, planet)   # v_ecef: Earth-relative, ECEF axes
     lat, lon, alt = ecef_to_geodetic(r_ecef, planet)
-    v_ned = jnp.einsum("...ij,...j->...i", ecef_to_ned_matrix(lat, lon), v_ecef)
+    c_ned, _ = geodetic_frame(r_ecef, planet)  # the same sines and cosines as lat, lon: merged under jit
+    v_ned = jnp.einsum("...ij,...j->...i", c_ned, v_ecef)
     euler = euler_321(body_to_ned_matrix(t, quat_eci, lat, lon, planet))
     air = atmosphere(t, r_ecef)
-    airspeed = safe_norm(air_relative_velocity(v_ecef, air.wind_ned, lat, lon))
+    airspeed = safe_norm(subtract_wind(v_ecef, air.wind_ned, c_ned))
     return FlightState(lat, lon, alt, v_ned, euler, jnp.asarray(omega_body), airspeed,
                        mach(airspeed, air.speed_of_sound), dynamic_pressure(air.density, airspeed))
 

@@ -38,30 +38,57 @@ def geodetic_to_ecef(lat: ArrayLike, lon: ArrayLike, alt: ArrayLike, planet: Pla
                       (n * (1.0 - e2) + alt) * sin_lat], axis=-1)
 
 
+def _unit(s: jax.Array, c: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """(sin, cos) of atan2(s, c) as (s, c) / |(s, c)|: no trigonometric function (one sqrt, two divisions)."""
+    n = jnp.sqrt(s * s + c * c)
+    return s / n, c / n
+
+
+def _geodetic_sincos(r: ArrayLike, planet: Planet) -> tuple[jax.Array, ...]:
+    """(sin φ, cos φ, sin λ, cos λ, h) of ECEF positions ``(..., 3)``: ``ecef_to_geodetic`` before its atan2s.
+
+    Bowring's iteration is carried as sine/cosine pairs of the reduced latitude β and the latitude φ, each an
+    atan2 of a vector turned into its unit vector: the same iterates as the atan2/sin/cos form with sqrt and
+    division only, ~7x cheaper on XLA's CPU (10,000 points: 0.35 ms vs 2.6 ms, one thread).
+    """
+    r = jnp.asarray(r)
+    x, y, z = r[..., 0], r[..., 1], r[..., 2]
+    a, b, f = planet.semi_major_axis, planet.semi_minor_axis, planet.flattening
+    e2, ep2 = planet.eccentricity_squared, planet.second_eccentricity_squared
+    p = _safe_sqrt(x**2 + y**2)
+    sin_b, cos_b = _unit(z, (1.0 - f) * p)  # reduced latitude, first guess
+    sin_lat, cos_lat = sin_b, cos_b
+    for _ in range(_BOWRING_ITERATIONS):
+        sin_lat, cos_lat = _unit(z + ep2 * b * sin_b**3, p - e2 * a * cos_b**3)
+        sin_b, cos_b = _unit((1.0 - f) * sin_lat, cos_lat)
+    alt = p * cos_lat + z * sin_lat - a * jnp.sqrt(1.0 - e2 * sin_lat**2)
+    on_axis = p == 0.0
+    # on the spin axis longitude is 0 by convention; the dummy divisor keeps the unused branch's gradient finite
+    safe_p = jnp.where(on_axis, 1.0, p)
+    sin_lon, cos_lon = jnp.where(on_axis, 0.0, y / safe_p), jnp.where(on_axis, 1.0, x / safe_p)
+    return sin_lat, cos_lat, sin_lon, cos_lon, alt
+
+
 def ecef_to_geodetic(r: ArrayLike, planet: Planet = WGS84) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Geodetic (latitude [rad], longitude [rad], height above the ellipsoid [m]) of ECEF positions ``(..., 3)``.
 
     Bowring's (1976) iteration on the reduced latitude, a fixed 2 rounds, then the height from the
     well-conditioned h = p cos φ + z sin φ − a √(1 − e² sin² φ) (valid at the poles and the equator alike).
     Error < 1e-15 rad and < 1e-7 m from 5 km below the surface to 40,000 km above it; not meant for points
-    near the planet's centre. Longitude is 0 on the spin axis.
+    near the planet's centre. Longitude is 0 on the spin axis. Where only the NED frame and the height are
+    needed (a force provider), ``geodetic_frame`` gives them without any trigonometric function.
     """
-    r = jnp.asarray(r)
-    x, y, z = r[..., 0], r[..., 1], r[..., 2]
-    a, b = planet.semi_major_axis, planet.semi_minor_axis
-    e2, ep2 = planet.eccentricity_squared, planet.second_eccentricity_squared
-    p = _safe_sqrt(x**2 + y**2)
-    beta = jnp.arctan2(z, (1.0 - planet.flattening) * p)  # reduced latitude, first guess
-    lat = beta
-    for _ in range(_BOWRING_ITERATIONS):
-        lat = jnp.arctan2(z + ep2 * b * jnp.sin(beta) ** 3, p - e2 * a * jnp.cos(beta) ** 3)
-        beta = jnp.arctan2((1.0 - planet.flattening) * jnp.sin(lat), jnp.cos(lat))
-    sin_lat = jnp.sin(lat)
-    alt = p * jnp.cos(lat) + z * sin_lat - a * jnp.sqrt(1.0 - e2 * sin_lat**2)
-    on_axis = p == 0.0
-    # atan2(0, 0) has a NaN gradient: give the axis a dummy x (its longitude is 0 by convention)
-    lon = jnp.arctan2(jnp.where(on_axis, 0.0, y), jnp.where(on_axis, 1.0, x))
-    return lat, lon, alt
+    sin_lat, cos_lat, sin_lon, cos_lon, alt = _geodetic_sincos(r, planet)
+    return jnp.arctan2(sin_lat, cos_lat), jnp.arctan2(sin_lon, cos_lon), alt
+
+
+def _ned_matrix(sl: jax.Array, cl: jax.Array, so: jax.Array, co: jax.Array) -> jax.Array:
+    """The ECEF → NED rotation of the sines and cosines of latitude and longitude."""
+    zero = jnp.zeros_like(sl * so)
+    north = jnp.stack([-sl * co, -sl * so, cl + zero], axis=-1)
+    east = jnp.stack([-so + zero, co + zero, zero], axis=-1)
+    down = jnp.stack([-cl * co, -cl * so, -sl + zero], axis=-1)
+    return jnp.stack([north, east, down], axis=-2)
 
 
 def ecef_to_ned_matrix(lat: ArrayLike, lon: ArrayLike) -> jax.Array:
@@ -70,12 +97,18 @@ def ecef_to_ned_matrix(lat: ArrayLike, lon: ArrayLike) -> jax.Array:
     ``v_ned = C @ v_ecef`` and ``v_ecef = C.T @ v_ned`` (geodetic latitude: down is the ellipsoid normal).
     """
     lat, lon = jnp.asarray(lat), jnp.asarray(lon)
-    sl, cl, so, co = jnp.sin(lat), jnp.cos(lat), jnp.sin(lon), jnp.cos(lon)
-    zero = jnp.zeros_like(sl * so)
-    north = jnp.stack([-sl * co, -sl * so, cl + zero], axis=-1)
-    east = jnp.stack([-so + zero, co + zero, zero], axis=-1)
-    down = jnp.stack([-cl * co, -cl * so, -sl + zero], axis=-1)
-    return jnp.stack([north, east, down], axis=-2)
+    return _ned_matrix(jnp.sin(lat), jnp.cos(lat), jnp.sin(lon), jnp.cos(lon))
+
+
+def geodetic_frame(r_ecef: ArrayLike, planet: Planet = WGS84) -> tuple[jax.Array, jax.Array]:
+    """(``ecef_to_ned_matrix`` ``(..., 3, 3)``, height above the ellipsoid ``(...)`` [m]) at ECEF positions.
+
+    The same values as ``ecef_to_geodetic`` followed by ``ecef_to_ned_matrix`` (to rounding), computed from the
+    sines and cosines of latitude and longitude without forming the angles: what a force provider evaluated at
+    every stage needs (the air's density at the height, the wind's NED axes), at a fraction of the cost.
+    """
+    sin_lat, cos_lat, sin_lon, cos_lon, alt = _geodetic_sincos(r_ecef, planet)
+    return _ned_matrix(sin_lat, cos_lat, sin_lon, cos_lon), alt
 
 
 def eci_to_ecef_matrix(t: ArrayLike, planet: Planet = WGS84) -> jax.Array:
@@ -131,5 +164,4 @@ def ecef_to_eci(t: ArrayLike, r_ecef: ArrayLike, v_ecef: ArrayLike,
 
 def ned_velocity(r_ecef: ArrayLike, v_ecef: ArrayLike, planet: Planet = WGS84) -> jax.Array:
     """NED components ``(..., 3)`` of an Earth-relative velocity given in ECEF, at the point r_ecef."""
-    lat, lon, _ = ecef_to_geodetic(r_ecef, planet)
-    return _rotate(ecef_to_ned_matrix(lat, lon), jnp.asarray(v_ecef))
+    return _rotate(geodetic_frame(r_ecef, planet)[0], jnp.asarray(v_ecef))

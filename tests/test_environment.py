@@ -35,6 +35,7 @@ from mjharness.environment import (
     ecef_to_ned_matrix,
     eci_to_ecef,
     eci_to_ecef_matrix,
+    geodetic_frame,
     geodetic_to_ecef,
     j2_acceleration,
     j2_potential,
@@ -43,6 +44,7 @@ from mjharness.environment import (
     point_mass_acceleration,
     rate_damping_moment,
     safe_norm,
+    subtract_wind,
     uniform_acceleration,
     us1976,
 )
@@ -123,6 +125,22 @@ def test_poles_and_spin_axis_exact():
     s_lat, _, s_alt = ecef_to_geodetic(r, sphere)
     assert float(s_lat) == pytest.approx(np.arcsin(5.0 / np.sqrt(50.0)), abs=1e-15)
     assert float(s_alt) == pytest.approx(np.linalg.norm(r) - sphere.semi_major_axis, abs=1e-8)
+
+
+def test_geodetic_frame_equals_the_angle_route():
+    # geodetic_frame (sines and cosines, no angle formed) against ecef_to_geodetic + ecef_to_ned_matrix, from 5 km
+    # below the surface to geostationary height, the poles and the spin axis included
+    lat, lon, alt = random_geodetic(N, -5000.0, 4.0e7)
+    r = np.concatenate([np.asarray(geodetic_to_ecef(lat, lon, alt)),
+                        [[0.0, 0.0, WGS84.semi_minor_axis + 100.0], [0.0, 0.0, -WGS84.semi_minor_axis]]])
+    c, h = (np.asarray(a) for a in geodetic_frame(r))
+    want_lat, want_lon, want_h = (np.asarray(a) for a in ecef_to_geodetic(r))
+    assert np.max(np.abs(c - np.asarray(ecef_to_ned_matrix(want_lat, want_lon)))) < 1e-15
+    np.testing.assert_array_equal(h, want_h)  # the same expression of the same sines and cosines
+    np.testing.assert_allclose(c[-2:, 2], [[0.0, 0.0, -1.0], [0.0, 0.0, 1.0]], atol=1e-16)  # down at the poles
+    v, wind = np.random.default_rng(3).normal(size=(2, len(r), 3))
+    np.testing.assert_allclose(subtract_wind(v, wind, c), air_relative_velocity(v, wind, want_lat, want_lon),
+                               rtol=0, atol=1e-14)
 
 
 def test_ned_matrix_matches_pymap3d():
@@ -335,7 +353,9 @@ def test_jit_vmap_and_gradients_at_rest():
     g_v = jax.grad(lambda u: damping(safe_norm(u), np.ones(3)))(zero)
     assert np.array_equal(np.asarray(g_v), zero)
     # altitude's gradient on the spin axis is the axis direction
-    g_alt = jax.grad(lambda r: ecef_to_geodetic(r)[2])(np.array([0.0, 0.0, WGS84.semi_minor_axis + 5.0e4]))
+    pole = np.array([0.0, 0.0, WGS84.semi_minor_axis + 5.0e4])
+    g_alt = jax.grad(lambda r: ecef_to_geodetic(r)[2])(pole)
+    assert np.all(np.isfinite(jax.jacfwd(lambda r: geodetic_frame(r)[0])(pole)))
     np.testing.assert_allclose(g_alt, [0.0, 0.0, 1.0], atol=1e-12)
     # density's gradient is finite at every layer base (where() evaluates both pressure laws)
     g_rho = jax.vmap(jax.grad(lambda z: us1976(z).density))(np.array([0.0, 11019.1, 20063.1, 47350.1, 86000.0]))
