@@ -20,10 +20,10 @@ sys.path.insert(0, os.path.dirname(__file__))
 class RowsSolveM:
     """The earlier SolveM: the last pass one row at a time (for the A/B only)."""
 
-    def __init__(self, m, force):
-        from mjharness.adapters.backends.host_batch import SolveM
+    by_depth = None  # host_batch.SolveM as imported, before the A/B replaces it
 
-        new = SolveM(m, force)
+    def __init__(self, m, force):
+        new = RowsSolveM.by_depth(m, force)
         self.force, self.up = new.force, new.up
         rownnz, rowadr, colind = m.M_rownnz, m.M_rowadr, m.M_colind
         self.down = [(i, slice(int(rowadr[i]), int(rowadr[i] + rownnz[i] - 1)),
@@ -56,7 +56,7 @@ def main() -> None:
 
     from mjharness.adapters.backends import host_batch
 
-    depth = host_batch.SolveM
+    depth = RowsSolveM.by_depth = host_batch.SolveM
     out: dict = {"rows": [], "depth": []}
     for r in range(a.rounds):
         for name, cls in (("rows", RowsSolveM), ("depth", depth)):
