@@ -39,9 +39,13 @@ def geodetic_to_ecef(lat: ArrayLike, lon: ArrayLike, alt: ArrayLike, planet: Pla
 
 
 def _unit(s: jax.Array, c: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """(sin, cos) of atan2(s, c) as (s, c) / |(s, c)|: no trigonometric function (one sqrt, two divisions)."""
-    n = jnp.sqrt(s * s + c * c)
-    return s / n, c / n
+    """(sin, cos) of atan2(s, c) as (s, c) / |(s, c)|: no trigonometric function (one sqrt, two divisions).
+    (0, 1) for (0, 0), as atan2(0, 0) = 0, so that the planet's centre stays finite (a provider's shape check
+    evaluates it at the origin)."""
+    n2 = s * s + c * c
+    zero = n2 == 0.0
+    n = jnp.sqrt(jnp.where(zero, 1.0, n2))
+    return jnp.where(zero, 0.0, s / n), jnp.where(zero, 1.0, c / n)
 
 
 def _geodetic_sincos(r: ArrayLike, planet: Planet) -> tuple[jax.Array, ...]:

@@ -138,6 +138,9 @@ def test_geodetic_frame_equals_the_angle_route():
     assert np.max(np.abs(c - np.asarray(ecef_to_ned_matrix(want_lat, want_lon)))) < 1e-15
     np.testing.assert_array_equal(h, want_h)  # the same expression of the same sines and cosines
     np.testing.assert_allclose(c[-2:, 2], [[0.0, 0.0, -1.0], [0.0, 0.0, 1.0]], atol=1e-16)  # down at the poles
+    # the planet's centre (where a provider's shape check evaluates it) is finite, not 0/0
+    centre = (*geodetic_frame(np.zeros(3)), *ecef_to_geodetic(np.zeros(3)))
+    assert all(np.all(np.isfinite(np.asarray(a))) for a in centre)
     v, wind = np.random.default_rng(3).normal(size=(2, len(r), 3))
     np.testing.assert_allclose(subtract_wind(v, wind, c), air_relative_velocity(v, wind, want_lat, want_lon),
                                rtol=0, atol=1e-14)
