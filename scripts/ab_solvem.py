@@ -47,7 +47,8 @@ class RowsSolveM:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--scene", default="/tmp/dmc/humanoid.xml")
+    ap.add_argument("--scene", default="humanoid", help="a bundled scene or an MJCF path (dm_control's humanoid.xml "
+                    "with its common/ folder for the figures in docs/run.md)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--json")
