@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
@@ -35,7 +36,7 @@ from .engine.simulate import check_param_fields, simulate
 from .errors import RolloutError
 from .fit_host import differences, exact, host_residual, stencil, switching
 from .fit_result import FitResult, assemble, element_labels, iteration_reporter
-from .fit_stats import uncertainty
+from .fit_stats import FIT_P, uncertainty
 from .h5.format import is_output
 
 if TYPE_CHECKING:
@@ -586,6 +587,12 @@ def fit(path: PathLike | Sequence[PathLike], params: Sequence[str], *, scene: Sc
     rows = np.cumsum([0] + [q.data["goal"].size for q in probs])
     on_iter(None)
     u = uncertainty(jac, r, known_noise=noise is not None)
+    if u.chi2_p < FIT_P:  # NaN (noise estimated: no test) compares False
+        warnings.warn(f"fit: the residuals are larger than the given noise explains (reduced chi2 "
+                      f"{u.reduced_chi2:.4g} over {u.dof} degrees of freedom, p = {u.chi2_p:.2g}): the fit stopped "
+                      f"in a local minimum (through contacts the cost is piecewise smooth), or the model or the "
+                      f"noise level is wrong; its intervals describe that minimum, not where the truth is",
+                      stacklevel=2)
     res = assemble(names, element_labels(names, sizes), sizes, shapes, s0, per_element, z, u, float(0.5 * r @ r),
                    n_iter, history)
     q = probs[0]

@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from .fit_stats import FIT_P
+
 PLOTTED = 4  # components in the prediction plot
 
 
@@ -42,7 +44,10 @@ def summary_lines(res) -> list[str]:
     how = f" (Jacobian: {res.jacobian})" if res.jacobian else ""
     lines.append(f"cost {res.cost:.4e} after {res.iterations} iterations{how}; condition number "
                  f"{res.condition_number:.3g}; residual rms {r['rms']:.3g}, reduced chi2 {r['reduced_chi2']:.3g} "
-                 f"({r['dof']} dof)")
+                 f"({r['dof']} dof)" + ("" if r.get("chi2_p") is None else f", chi2 test p = {r['chi2_p']:.2g}"))
+    if r.get("chi2_p") is not None and r["chi2_p"] < FIT_P:
+        lines.append(f"the fit does not explain the data (p < {FIT_P:g}): a local minimum, or a wrong model or noise "
+                     "level; the intervals describe that minimum")
     return lines
 
 

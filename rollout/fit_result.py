@@ -22,7 +22,8 @@ class FitResult:
     unidentifiable parameters. ``elements`` names the flat parameters (``name`` or ``name[i]``) that index
     ``correlation`` (NaN rows for flagged ones) and ``unidentifiable``. ``cost`` is ½|r|² of the weighted
     residuals at the estimate; ``history`` one record per solver iteration (cost, step and gradient norms,
-    estimates); ``residuals`` the residual statistics (rms, degrees of freedom, sigma2, reduced chi²)."""
+    estimates); ``residuals`` the residual statistics (rms, degrees of freedom, sigma2, reduced chi², and with
+    known noise ``chi2_p``, the goodness-of-fit test's p-value: ``fit_stats``)."""
 
     params: list[str]
     values: dict[str, Any]
@@ -35,7 +36,7 @@ class FitResult:
     cost: float
     iterations: int
     history: list[dict] = dataclasses.field(repr=False)
-    residuals: dict[str, float] = dataclasses.field(default_factory=dict)
+    residuals: dict[str, float | None] = dataclasses.field(default_factory=dict)
     jacobian: str = ""   # how the Jacobian was computed: "exact (mjx)" or "differences (mujoco)"
 
     def to_dict(self) -> dict:
@@ -117,7 +118,8 @@ def assemble(params, labels, sizes, shapes, s0, per_element, z, u: Uncertainty, 
         one = b - a == 1  # a scalar parameter: a float, or with start="file" one value per world (B,)
         values[p], stderr[p] = _shaped(e, one, per_element), _shaped(se, one, per_element)
         ci95[p] = (_shaped(e - hw, one, per_element), _shaped(e + hw, one, per_element))
-    residuals = {"rms": u.rms, "dof": u.dof, "sigma2": u.sigma2, "reduced_chi2": u.reduced_chi2}
+    residuals = {"rms": u.rms, "dof": u.dof, "sigma2": u.sigma2, "reduced_chi2": u.reduced_chi2,
+                 "chi2_p": u.chi2_p if np.isfinite(u.chi2_p) else None}  # None: noise estimated, no test
     return FitResult(params=list(params), values=values, stderr=stderr, ci95=ci95, elements=labels,
                      correlation=u.correlation, unidentifiable=[lab for lab, f in zip(labels, u.unidentifiable) if f],
                      condition_number=u.condition_number, cost=cost, iterations=n_iter, history=history,

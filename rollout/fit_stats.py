@@ -6,6 +6,12 @@ standard deviations) and σ̂² = |r|² / (m − k) otherwise (the noise level e
 the weights then only set the components' relative importance). Intervals are θ ± q σ_θ with q Student's t
 quantile of m − k degrees of freedom (estimated σ) or the normal quantile (known noise).
 
+With known noise |r|² is a χ² of m − k degrees of freedom where the model and the noise level are right and the
+fit found the minimum near the truth: ``chi2_p`` is its upper tail P(χ² ≥ |r|²), the noise model's
+goodness-of-fit test. A fit below ``FIT_P`` does not explain its data (``fit`` warns): a local minimum (through
+contacts the cost is a staircase of smooth pieces), a wrong model, or too small a noise level; its intervals then
+describe the minimum it stopped in, not where the truth is.
+
 A direction of θ the data do not determine is a (near) null direction of J. Columns are first scaled to unit
 norm (so parameters in different units compare); a parameter whose column is zero does not affect the data,
 and a singular value below ``RCOND`` times the largest marks a combination that is determined no better than
@@ -21,6 +27,7 @@ import numpy as np
 
 RCOND = 1e-7  # singular values below this fraction of the largest: not determined by the data
 SHARE = 0.1  # a parameter's squared weight in such a direction above which it is flagged
+FIT_P = 0.01  # a known-noise fit whose chi-square is less likely than this is reported as not fitting its data
 
 
 @dataclass(frozen=True)
@@ -37,6 +44,7 @@ class Uncertainty:
     dof: int  # m - k
     rms: float  # root mean square weighted residual
     reduced_chi2: float  # |r|² / (m - k): near 1 when the given noise model fits
+    chi2_p: float  # known noise: P(χ²_{m-k} ≥ |r|²), the goodness-of-fit test; NaN with the noise estimated
 
 
 def _flag(jac: np.ndarray) -> tuple[np.ndarray, float]:
@@ -77,4 +85,5 @@ def uncertainty(jac: np.ndarray, residual: np.ndarray, known_noise: bool) -> Unc
         corr = cov / np.sqrt(np.outer(var, var))
     return Uncertainty(stderr=stderr, half_width=q * stderr, unidentifiable=flagged, correlation=corr,
                        condition_number=cond, sigma2=float(sigma2), dof=int(dof), rms=float(np.sqrt(rss / m)),
-                       reduced_chi2=float(reduced))
+                       reduced_chi2=float(reduced),
+                       chi2_p=float(stats.chi2.sf(rss, dof)) if known_noise and dof > 0 else float("nan"))

@@ -270,7 +270,8 @@ def protocol(p: Problem, folder: str, seeds: int = 20, signs=(1.0, -1.0), log=pr
             runs.append(dict(seed=seed, start=sign, wall_s=time.perf_counter() - t, iterations=res[sign].iterations,
                              values={k: res[sign].values[k] for k in p.truth},
                              stderr={k: float(res[sign].stderr[k]) for k in p.truth},
-                             reduced_chi2=res[sign].residuals["reduced_chi2"]))
+                             reduced_chi2=res[sign].residuals["reduced_chi2"],
+                             chi2_p=res[sign].residuals.get("chi2_p")))
         a = res[signs[0]]
         for k, v in p.truth.items():
             cover[k] += bool(a.ci95[k][0] < v < a.ci95[k][1])

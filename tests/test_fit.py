@@ -71,6 +71,7 @@ def test_fit_recovers_mass_and_damping(noisy_file):
     assert np.all(np.isinf(res.stderr["geom_friction:link1"]))
     assert np.all(np.isinf(res.ci95["geom_friction:link1"][1]))
     assert abs(res.residuals["reduced_chi2"] - 1) < 0.1  # the residuals are the noise: the model fits
+    assert res.residuals["chi2_p"] > 0.01  # and the goodness-of-fit test agrees (no warning: see below)
     assert res.iterations < 20 and res.history[-1]["cost"] < res.history[0]["cost"]
     assert res.correlation.shape == (5, 5) and np.allclose(np.diag(res.correlation)[:2], 1)
     assert np.all(np.isnan(res.correlation[2:]))
@@ -80,6 +81,31 @@ def test_fit_recovers_mass_and_damping(noisy_file):
         lo, hi = est.ci95[k]
         assert lo < truth[k] < hi and np.isfinite(est.stderr[k])
     assert est.residuals["sigma2"] != 1.0 and est.unidentifiable == FRICTION
+    assert est.residuals["chi2_p"] is None  # the noise estimated from the residuals: nothing to test
+
+
+def test_a_fit_that_does_not_explain_its_data_says_so(noisy_file):
+    """With known noise |r|² is chi-square with m - k degrees of freedom: a noise level given half the recorded one
+    (reduced chi-square ~4, as a fit stuck on a wrong piece of a contact-rich cost also shows) fails the test, and
+    fit warns, with the figures, and prints it in the summary; the true level passes (above)."""
+    from scipy import stats
+
+    from mjharness.rollout.fit_report import summary_lines
+    from mjharness.rollout.fit_stats import uncertainty
+
+    scene, path = noisy_file
+    start = {"body_mass:link1": 1.5 * MASS, "dof_damping:shoulder": 0.5 * DAMP}
+    with pytest.warns(UserWarning, match=r"larger than the given noise explains \(reduced chi2 [34]\.\d+ over"):
+        res = fit(path, PARAMS[:2], scene=scene, integrator="rk4", start=start, noise=0.5e-3, progress=False)
+    r = res.residuals
+    assert 3.5 < r["reduced_chi2"] < 4.5 and r["chi2_p"] < 1e-100
+    assert "the fit does not explain the data" in summary_lines(res)[-1]
+    # the test itself against scipy on residuals that are the noise, and on ones 20 % too large
+    rng = np.random.default_rng(0)
+    jac, z = rng.standard_normal((4000, 3)), rng.standard_normal(4000)
+    assert uncertainty(jac, z, True).chi2_p == pytest.approx(stats.chi2.sf(z @ z, 3997), rel=1e-12)
+    assert uncertainty(jac, z, True).chi2_p > 0.01 > uncertainty(jac, 1.2 * z, True).chi2_p
+    assert math.isnan(uncertainty(jac, z, False).chi2_p)
 
 
 def test_mujoco_minimize_with_finite_differences_on_c_agrees(noisy_file):
