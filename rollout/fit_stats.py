@@ -63,6 +63,13 @@ def _flag(jac: np.ndarray) -> tuple[np.ndarray, float]:
     return flagged, cond
 
 
+def chi2_p(rss: float, dof: int) -> float:
+    """P(χ²_dof ≥ rss): the goodness-of-fit test of residuals in units of the known noise (NaN without dof)."""
+    from scipy import stats
+
+    return float(stats.chi2.sf(rss, dof)) if dof > 0 else float("nan")
+
+
 def uncertainty(jac: np.ndarray, residual: np.ndarray, known_noise: bool) -> Uncertainty:
     """The fit's uncertainty from its Jacobian ``jac`` (m, k) and residuals ``residual`` (m,) at the optimum."""
     from scipy import stats
@@ -86,4 +93,4 @@ def uncertainty(jac: np.ndarray, residual: np.ndarray, known_noise: bool) -> Unc
     return Uncertainty(stderr=stderr, half_width=q * stderr, unidentifiable=flagged, correlation=corr,
                        condition_number=cond, sigma2=float(sigma2), dof=int(dof), rms=float(np.sqrt(rss / m)),
                        reduced_chi2=float(reduced),
-                       chi2_p=float(stats.chi2.sf(rss, dof)) if known_noise and dof > 0 else float("nan"))
+                       chi2_p=chi2_p(rss, dof) if known_noise else float("nan"))
