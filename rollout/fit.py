@@ -565,9 +565,9 @@ def fit(path: PathLike | Sequence[PathLike], params: Sequence[str], *, scene: Sc
         samples = [q.data["goal"].shape[0] for q in probs]
 
         def staged(fractions: tuple, show: bool, budget: int):
-            """The growing-horizon fit from z0: (z, iterations, residuals at z, full residual fn, the solver's last
-            Jacobian (None when the iterations ran out before the full horizon), Jacobian fn, whether the solver
-            gave the residuals at z)."""
+            """The growing-horizon fit from z0: (``_Solved`` counting every stage's iterations, its jac None when
+            they ran out before the full horizon; the residuals at its estimate; the full horizon's residual and
+            Jacobian functions)."""
             z, n = z0, 0
             for k, frac in enumerate(fractions):
                 part = probs if frac == 1.0 else [_problem(p, params, scene, integrator, start, noise, target,
@@ -578,28 +578,29 @@ def fit(path: PathLike | Sequence[PathLike], params: Sequence[str], *, scene: Sc
                 z, n = solved.z, n + solved.iterations
                 if n >= budget:
                     break
-            last_jac = solved.jac
             if frac != 1.0:  # the iterations ran out before the full horizon
                 residual, jacobian_of, _ = _joint(probs, index, lo, hi)
-                solved, last_jac = _Solved(z, n), None
-            return (z, n, residual(z) if solved.r is None else solved.r, residual, last_jac, jacobian_of,
-                    solved.r is not None)
+                solved = _Solved(z, n)
+            solved = dataclasses.replace(solved, iterations=n)
+            return solved, residual(z) if solved.r is None else solved.r, residual, jacobian_of
 
         switching_ = probs[0].switching
-        z, n_iter, r, residual, last_jac, jacobian_of, have_r = staged(
-            tuple(_horizons(samples)) if switching_ else (1.0,), progress, iterations)
-        if switching_ and known and _misfit(r, z.size):
+        solved, r, residual, jacobian_of = staged(tuple(_horizons(samples)) if switching_ else (1.0,), progress,
+                                                  iterations)
+        n_iter = solved.iterations
+        if switching_ and known and _misfit(r, z0.size):
             # the chi-square test says this minimum does not explain the data: the pieces a growing horizon
             # passes through decide where it ends, so grow it again in finer steps and keep the lower cost
             # (``RETRY_HORIZONS``)
             again = staged(tuple(_horizons(samples, RETRY_HORIZONS)), False, iterations)
-            n_iter += again[1]
-            if again[2] @ again[2] < r @ r:
-                z, _, r, residual, last_jac, jacobian_of, have_r = again
+            n_iter += again[0].iterations
+            if again[1] @ again[1] < r @ r:
+                solved, r, residual, jacobian_of = again
+        z = solved.z
         if switching_:
-            jac = _final_jacobian(z, r, last_jac, residual, lo, hi, known)
-        elif have_r and last_jac is not None:  # smooth: the solver's last Jacobian (at z, or near)
-            jac = last_jac
+            jac = _final_jacobian(z, r, solved.jac, residual, lo, hi, known)
+        elif solved.r is not None and solved.jac is not None:  # smooth: the solver's last Jacobian (at z, or near)
+            jac = solved.jac
         else:
             jac = jacobian_of(z, r, final=True)
     rows = np.cumsum([0] + [q.data["goal"].size for q in probs])
