@@ -360,16 +360,22 @@ _MEM = """
 
 
 def test_peak_host_memory_is_flat_in_steps():
+    # Each length's peak is the smaller of two runs: on a loaded machine one run's peak RSS varied by ~80 MB
+    # (1.23x in a fresh clone's CI, 1.09-1.12x alone) with no leak, while a leak of the 10x run's trajectory
+    # (~320 MB) shows in every run.
     peaks = {}
     for steps in (1000, 10000):
         out = os.path.join(tmpdir(), f"mem{steps}.h5")
         env = dict(os.environ, PYTHONPATH=HERE + os.pathsep + os.environ.get("PYTHONPATH", ""))
-        p = subprocess.run([sys.executable, "-c", textwrap.dedent(_MEM), str(steps), out], env=env, cwd=HERE,
-                           capture_output=True, text=True, timeout=600)
-        assert p.returncode == 0, p.stderr[-4000:]
-        peaks[steps] = int(p.stdout.split()[-1])  # KiB
-        size = os.path.getsize(out)
-        os.remove(out)
+        runs = []
+        for _ in range(2):
+            p = subprocess.run([sys.executable, "-c", textwrap.dedent(_MEM), str(steps), out], env=env, cwd=HERE,
+                               capture_output=True, text=True, timeout=600)
+            assert p.returncode == 0, p.stderr[-4000:]
+            runs.append(int(p.stdout.split()[-1]))  # KiB
+            size = os.path.getsize(out)
+            os.remove(out)
+        peaks[steps] = min(runs)
     trajectory_kib = 10000 * 128 * 32 * 8 / 1024  # what a leak of the 10x run would add
     assert size > 0.9 * trajectory_kib * 1024
     assert trajectory_kib > 0.4 * peaks[1000]  # a leak would show clearly against the baseline
