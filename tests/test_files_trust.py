@@ -160,12 +160,33 @@ def test_free_space_check_warns_or_refuses(tmp_path):
 
 # -- 2. one writer per file -------------------------------------------------------------------------
 
-def test_second_writer_refused_naming_the_holder_first_run_intact(tmp_path):
-    out = str(tmp_path / "same.h5")
-    first = start("run", *RUN, *LONG, "--out", out)
+def _complete(path) -> bool:
     try:
-        wait_for_lock(first, out)
-        first.send_signal(signal.SIGSTOP)  # hold it mid-run, whatever the machine's load
+        with open_rollout(path) as f:
+            return f.complete
+    except h5.FileNotReadyError:  # stopped while creating it
+        return False
+
+
+def stopped_mid_run(tmp_path, stem, ready, attempts=5):
+    """(process, path): a ``run`` of ``LONG`` stopped (SIGSTOP) once ``ready(process, path)`` returns, while it holds
+    its writer lock and its file is incomplete. The run lasts about a second on MuJoCo C, so on a loaded machine
+    it can finish between the wait and the signal: then it runs again on a new file (no check is relaxed)."""
+    for i in range(attempts):
+        out = str(tmp_path / f"{stem}{i}.h5")
+        proc = start("run", *RUN, *LONG, "--out", out)
+        ready(proc, out)
+        proc.send_signal(signal.SIGSTOP)
+        if proc.poll() is None and os.path.exists(h5.lock.lock_path(out)) and not _complete(out):
+            return proc, out
+        proc.send_signal(signal.SIGCONT)
+        proc.communicate(timeout=600)
+    raise AssertionError(f"the run finished before it could be stopped mid-run, {attempts} times")
+
+
+def test_second_writer_refused_naming_the_holder_first_run_intact(tmp_path):
+    first, out = stopped_mid_run(tmp_path, "same", wait_for_lock)  # held mid-run, whatever the machine's load
+    try:
         try:
             rc, _, err, _ = cli("run", *RUN, *LONG, "--out", out, "--overwrite")
         finally:
@@ -202,10 +223,7 @@ def test_lock_in_process_and_stale_lock(tmp_path):
 def test_killed_run_resumes_despite_its_lock_and_swmr_marks(tmp_path, long_run):
     """SIGKILL mid-run leaves the sidecar and a superblock marked "open for write": --resume still works and
     ends bit-identical to an uninterrupted run."""
-    out = str(tmp_path / "k.h5")
-    proc = start("run", *RUN, *LONG, "--out", out)
-    wait_for_samples(proc, out, 2)
-    proc.send_signal(signal.SIGSTOP)
+    proc, out = stopped_mid_run(tmp_path, "k", lambda p, o: wait_for_samples(p, o, 2))
     proc.kill()
     proc.wait()
     assert os.path.exists(h5.lock.lock_path(out))
@@ -426,11 +444,8 @@ def test_resume_to_fewer_steps_is_refused(good_file, tmp_path):
 
 
 def test_sigterm_says_where_the_file_stands(tmp_path, long_run):
-    out = str(tmp_path / "t.h5")
-    proc = start("run", *RUN, *LONG, "--out", out)
+    proc, out = stopped_mid_run(tmp_path, "t", lambda p, o: wait_for_samples(p, o, 2))
     try:
-        wait_for_samples(proc, out, 2)
-        proc.send_signal(signal.SIGSTOP)
         proc.send_signal(signal.SIGTERM)  # delivered when it continues, mid-run
         proc.send_signal(signal.SIGCONT)
         _, err = proc.communicate(timeout=300)
