@@ -69,8 +69,8 @@ def contact(request):
 def raw_mjx_trajectory(m, x0, steps):
     mm = mjx.put_model(m)
     d = mjx.put_data(m, mujoco.MjData(m)).replace(qpos=jnp.asarray(x0[:m.nq]), qvel=jnp.asarray(x0[m.nq:m.nq + m.nv]))
-    step = jax.jit(mjx.step)
-    d = jax.tree.map(lambda a, b: a.astype(b.dtype), d, step(mm, d))  # put_data/step index dtypes differ (x64)
+    # put_data/step index dtypes differ (x64): the step's dtypes from its shapes alone (no compile of a step)
+    d = jax.tree.map(lambda a, b: a.astype(b.dtype), d, jax.eval_shape(mjx.step, mm, d))
 
     @jax.jit
     def run(d):
@@ -81,14 +81,19 @@ def raw_mjx_trajectory(m, x0, steps):
     return np.asarray(run(d))
 
 
+@functools.cache
+def references(scheme: str):
+    """(MuJoCo C, raw mjx.step) trajectories of 200 steps from the settled state: one raw MJX compile per scheme."""
+    _, sc, x0 = settled(scheme)
+    return c_trajectory(sc.model, x0, 200), raw_mjx_trajectory(sc.model, x0, 200)
+
+
 def test_scene_own_integrator_with_the_carry_tracks_mujoco_c_as_raw_mjx_does(contact):
     scheme, sc, x0 = contact
-    m = sc.model
     r = rollout(sc, steps=200, x0=x0[None], progress=False)  # integrator=None, dt=None: the scene's own
     assert r.integrator.name == SCHEMES[scheme] and r.stats["worlds_ok"] == 1
     ours = np.concatenate([r.qpos[:, 0], r.qvel[:, 0]], axis=1)
-    ref = c_trajectory(m, x0, 200)
-    raw = raw_mjx_trajectory(m, x0, 200)
+    ref, raw = references(scheme)
     for k, floor in ((10, 1e-12), (200, 1e-9)):
         dev_raw = np.abs(raw[k - 1] - ref[k - 1]).max()
         dev_ours = np.abs(ours[k - 1] - ref[k - 1]).max()
@@ -133,7 +138,7 @@ def test_carry_is_in_the_file_and_resume_is_bit_identical(tmp_path):
     replay = c_trajectory(model_file, x0_file, 60)[4::5, :sc.nq]
     assert np.array_equal(replay, c_trajectory(sc.model, x0, 60)[4::5, :sc.nq])
     assert np.abs(replay - qpos_file).max() <= max(1e-12, 10 * np.abs(
-        raw_mjx_trajectory(sc.model, x0, 60)[4::5, :sc.nq] - replay).max())
+        references("RK4")[1][:60][4::5, :sc.nq] - replay).max())
 
 
 def test_implicit_scene_integrator_is_refused_with_the_reason():
@@ -168,13 +173,15 @@ def test_adaptive_step_size_is_carried_between_output_intervals():
     pend, integ = Pendulum(), DormandPrince(rtol=1e-9, atol=1e-12)
     interval, n = 0.5, 40
     x = jnp.asarray(pend.x0())
+    # one compile for each form of h (None: restart), the interval's ends traced
+    advance = jax.jit(lambda t0, xs, t1, h: integ.advance_info(pend, t0, xs, t1, h=h))
     counts = {}
     for mode in ("restart", "carried"):
         xs, h = x, None
         acc = rej = 0
         for j in range(n):
-            xs, status, info = integ.advance_info(pend, j * interval, xs, (j + 1) * interval,
-                                                  h=None if mode == "restart" else h)
+            xs, status, info = advance(jnp.float64(j * interval), xs, jnp.float64((j + 1) * interval),
+                                       None if mode == "restart" or j == 0 else h)
             h = info["h"]
             acc, rej = acc + int(info["accepted"]), rej + int(info["rejected"])
             assert int(status) == 0
