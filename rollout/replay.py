@@ -24,6 +24,7 @@ imports nothing of the engine, so its own class cannot have them).
 from __future__ import annotations
 
 import re
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -113,6 +114,20 @@ def _flags(text) -> dict:
     m = dict(re.findall(r"(every|sensors)=(\w+)", head))
     mode = "host" if re.search(r"\bhost\b", head) else "jax"
     return dict(every=int(m.get("every", 1)), sensors=m.get("sensors") == "True", mode=mode)
+
+
+# What a file's episode starts need, built once per open file: its scene, the reset draws (compiled once, drawn for
+# every world per episode index), the cold carry and the controller's jitted init. A user (or a test) asking for
+# every episode's start would otherwise rebuild the scene and compile the draw and the init at each call.
+_MEMO: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _memo(f: _FileReader, key, make):
+    """``make()`` once per (open file ``f``, ``key``)."""
+    memo = _MEMO.setdefault(f, {})
+    if key not in memo:
+        memo[key] = make()
+    return memo[key]
 
 
 def _scene(f: _FileReader):
@@ -247,7 +262,7 @@ def _controller_state(f: _FileReader, x: np.ndarray, wid: int, init, leaves: dic
         if rec is None:
             return {}, {k: "the file does not record the controller's init (/code); pass init=" for k in leaves}
         try:
-            init = resolve(f.path, "controller.init", rec)
+            init = _memo(f, "recorded_init", lambda: resolve(f.path, "controller.init", rec))
         except RolloutFileError as e:
             return {}, {k: f"{e}; pass init=" for k in leaves}
     import inspect
@@ -263,8 +278,8 @@ def _controller_state(f: _FileReader, x: np.ndarray, wid: int, init, leaves: dic
     if _flags(f.attrs.get("controller"))["mode"] == "jax":  # as HostLoop calls JAX code: jit(vmap(init))
         import jax.numpy as jnp
 
-        c = jax.tree.map(lambda v: np.asarray(v)[0],
-                         jax.jit(jax.vmap(fn))(jnp.asarray(x)[None], jnp.asarray([wid], jnp.int64)))
+        batched = _memo(f, ("init", init, n_pos >= 2), lambda: jax.jit(jax.vmap(fn)))
+        c = jax.tree.map(lambda v: np.asarray(v)[0], batched(jnp.asarray(x)[None], jnp.asarray([wid], jnp.int64)))
     else:
         c = fn(x.copy(), wid)
     values = [np.asarray(v, np.float64) for v in jax.tree.leaves(c)]
@@ -297,9 +312,10 @@ def episode_start(f: _FileReader, world: int, episode: int, *, init=None) -> dic
     if row.episode == 0:
         return dict(step=row.start_step, t=t0 + np.float64(row.start_step) * dt, x=np.array(f.x0[w], np.float64),
                     carry=carry0, missing={})
-    scene = _scene(f)
-    x = ResetStates(f, scene)(w, row.episode)
-    carry = {k: v for k, v in _cold_carry(f, scene, file_integrator(f)).items() if k in carry0}
+    scene = _memo(f, "scene", lambda: _scene(f))
+    x = _memo(f, "resets", lambda: ResetStates(f, scene))(w, row.episode)
+    cold = _memo(f, "cold_carry", lambda: _cold_carry(f, scene, file_integrator(f)))
+    carry = {k: np.array(v) for k, v in cold.items() if k in carry0}
     carry.update({CTRL: np.zeros_like(carry0[CTRL])} if CTRL in carry0 else {})
     carry.update({EPISODE: np.float64(row.episode), EPISODE_START: np.float64(row.start_step),
                   PENDING: np.float64(0.0)})
