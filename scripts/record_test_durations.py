@@ -1,6 +1,6 @@
 """Run the suite as CI does and record where its time goes, to see drift between commits.
 
-    python scripts/record_test_durations.py [--out data/test_durations.json] [-- extra pytest args]
+    python scripts/record_test_durations.py [--cold] [--out data/test_durations.json] [-- extra pytest args]
 
 Writes the wall time of the whole run, the machine's load before it, each test file's summed test time (with
 pytest-xdist's ``--dist loadfile`` a file runs on one worker, so the longest file bounds the run) and the 40
@@ -43,15 +43,20 @@ def summary(cases: list[tuple[str, float]], wall_s: float, load: tuple, returnco
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(ROOT / "data" / "test_durations.json"))
+    ap.add_argument("--cold", action="store_true", help="an empty compile cache (MJHARNESS_CACHE_DIR in a temporary "
+                    "folder), as on a fresh machine; default: the user's cache, as it is")
     ap.add_argument("pytest_args", nargs="*", help="passed to pytest (after --)")
     args = ap.parse_args(argv)
     load = tuple(round(v, 2) for v in os.getloadavg())
     with tempfile.TemporaryDirectory() as tmp:
         junit = os.path.join(tmp, "junit.xml")
+        env = dict(os.environ, MJHARNESS_CACHE_DIR=os.path.join(tmp, "cache")) if args.cold else None
         t = time.perf_counter()
-        rc = subprocess.call([sys.executable, "-m", "pytest", f"--junitxml={junit}", *args.pytest_args], cwd=ROOT)
+        rc = subprocess.call([sys.executable, "-m", "pytest", f"--junitxml={junit}", *args.pytest_args], cwd=ROOT,
+                             env=env)
         wall = time.perf_counter() - t
         report = summary(durations(junit), wall, load, rc)
+        report["cache"] = "cold (empty MJHARNESS_CACHE_DIR)" if args.cold else "the user's, as found"
     Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
     print(f"{report['tests']} tests in {report['wall_s']} s (load before {load}); slowest file "
           f"{next(iter(report['files'].items()), None)}; written to {args.out}")

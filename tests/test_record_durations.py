@@ -30,3 +30,22 @@ def test_junit_report_becomes_per_file_totals_and_the_slowest_tests(tmp_path):
     s = rec.summary(cases, wall_s=12.34, load=(0.1, 0.2, 0.3), returncode=0)
     assert s["files"] == {"tests/test_b.py": 7.2, "tests/test_a.py": 3.5}  # rounded to 0.1 s, longest first
     assert s["slowest"][0] == ["tests.test_b::test_x[p]", 7.25] and s["tests"] == 3 and s["wall_s"] == 12.3
+
+
+def test_cold_runs_pytest_on_an_empty_cache_and_says_so(tmp_path, monkeypatch):
+    rec = _script()
+    seen = []
+
+    def call(cmd, cwd, env):
+        seen.append(env)
+        junit = next(a for a in cmd if a.startswith("--junitxml="))[len("--junitxml="):]
+        Path(junit).write_text('<testsuites><testsuite name="p"><testcase classname="tests.test_a" name="t" '
+                               'time="1"/></testsuite></testsuites>')
+        return 0
+
+    monkeypatch.setattr(rec.subprocess, "call", call)
+    out = tmp_path / "d.json"
+    assert rec.main(["--cold", "--out", str(out)]) == 0
+    cache = seen[0]["MJHARNESS_CACHE_DIR"]
+    assert not Path(cache).exists() and "cold" in __import__("json").loads(out.read_text())["cache"]
+    assert rec.main(["--out", str(out)]) == 0 and seen[1] is None  # warm: the environment as it is
