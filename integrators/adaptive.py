@@ -44,6 +44,8 @@ class EmbeddedRK(Integrator):
     controller: StepSizeController
     quaternion_stages: str
     default_tableau: ClassVar[tb.Tableau] = tb.DORMAND_PRINCE
+    # the keywords ``**options`` takes: a file's recorded configuration rebuilds with them (replay, rerun)
+    option_names: ClassVar[tuple] = CONTROLLER_OPTIONS
     name: ClassVar[str] = "embedded_rk"
     kind: ClassVar[IntegratorKind] = IntegratorKind.ADAPTIVE
 

@@ -97,6 +97,8 @@ class CrouchGrossman3(ExplicitRK):
 
     tableau: tb.Tableau = CROUCH_GROSSMAN3
     name: ClassVar[str] = "crouch_grossman3"
+    # config() records how its stages treat quaternions; not a constructor option (replay, rerun skip it)
+    recorded_only: ClassVar[tuple] = ("quaternion_stages",)
 
     def integrate(self, model: Model, t0: ArrayLike, h: ArrayLike, x: ArrayLike, ctrl: ArrayLike | None = None,
              carry: dict | None = None, key: Any = None) -> StepResult:

@@ -72,6 +72,11 @@ class Tableau:
         return d
 
 
+def tableau_from_dict(d: dict) -> Tableau:
+    """The tableau ``Tableau.to_dict`` describes (its derived ``stages`` left out)."""
+    return make_tableau(d["name"], d["a"], d["b"], d["c"], d["order"], d.get("b_low"), d.get("order_low"))
+
+
 def make_tableau(name, a, b, c, order, b_low=None, order_low=None) -> Tableau:
     return Tableau(name, tuple(tuple(row) for row in a), tuple(b), tuple(c), order,
                    None if b_low is None else tuple(b_low), order_low)

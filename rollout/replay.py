@@ -144,31 +144,50 @@ def _scene(f: _FileReader):
                    backend=a.get("backend") or "mujoco")
 
 
-def file_integrator(f: _FileReader):
-    """The integrator the file's ``integrator`` attribute describes (its registered name and recorded options),
-    refused when the rebuilt one's configuration differs from the recorded one."""
+class IntegratorRebuildError(ValueError):
+    """A file's ``integrator`` attribute does not rebuild (``rebuild_integrator``); the message says why."""
+
+
+def rebuild_integrator(cfg):
+    """The integrator a file's ``integrator`` attribute ``cfg`` describes: its registered name with every recorded
+    option its constructor takes (named parameters, the class's ``option_names`` for its ``**options``, not its
+    ``recorded_only`` entries; a recorded tableau as a ``Tableau``); ``IntegratorRebuildError`` when it names
+    none, cannot be built, or the rebuilt one's configuration differs from the recorded one."""
     import inspect
 
     from mjharness.integrators import get_integrator
+    from mjharness.integrators.tableaux import tableau_from_dict
 
     from .h5.attrs import integrator_config
 
-    cfg = f.attrs.get("integrator") or {}
     name = cfg.get("name") if isinstance(cfg, dict) else None
     if not isinstance(name, str):
-        raise ReplayError(f"{f.path}: the integrator attribute {cfg!r} names no registered integrator; pass "
-                          f"integrator= (the run's integrator object)")
+        raise IntegratorRebuildError(f"the file's integrator attribute {cfg!r} names no registered integrator")
     try:
-        probe = get_integrator(name)
-        takes = inspect.signature(type(probe)).parameters
-        integ = get_integrator(name, **{k: v for k, v in cfg.items() if k in takes and k != "name"})
-    except (KeyError, TypeError, ValueError) as e:
-        raise ReplayError(f"{f.path}: the file's integrator {name!r} cannot be rebuilt ({e}); pass "
-                          f"integrator=") from None
-    if integrator_config(integ) != cfg:
-        raise ReplayError(f"{f.path}: the file's integrator {name!r} does not rebuild to its recorded "
-                          f"configuration; pass integrator= (the run's integrator object)")
+        cls = type(get_integrator(name))
+        takes = {k for k, p in inspect.signature(cls).parameters.items() if p.kind != p.VAR_KEYWORD}
+        takes |= set(getattr(cls, "option_names", ()))  # what its **options take
+        takes -= set(getattr(cls, "recorded_only", ()))  # config() entries that describe, not configure
+        kwargs = {k: v for k, v in cfg.items() if k in takes and k != "name"}
+        if isinstance(kwargs.get("tableau"), dict):  # recorded as Tableau.to_dict()
+            kwargs["tableau"] = tableau_from_dict(kwargs["tableau"])
+        integ = get_integrator(name, **kwargs)
+        rebuilt = integrator_config(integ)
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise IntegratorRebuildError(f"the file's integrator {name!r} cannot be rebuilt ({e})") from None
+    if rebuilt != cfg:
+        raise IntegratorRebuildError(f"the file's integrator {name!r} does not rebuild to its recorded "
+                                     f"configuration")
     return integ
+
+
+def file_integrator(f: _FileReader):
+    """``rebuild_integrator`` of the file's ``integrator`` attribute; ``ReplayError`` naming the file when it
+    does not rebuild."""
+    try:
+        return rebuild_integrator(f.attrs.get("integrator") or {})
+    except IntegratorRebuildError as e:
+        raise ReplayError(f"{f.path}: {e}; pass integrator= (the run's integrator object)") from None
 
 
 def _cold_carry(f: _FileReader, scene, integ) -> dict:

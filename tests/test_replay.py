@@ -237,3 +237,75 @@ def test_cli_replay(arm_files, tmp_path, capsys):
     assert "world 1 episode 0 differs from the file at sample 3" in capsys.readouterr().out
     assert main(["replay", p, "--world", "1", "--episode", "999"]) == 2
     assert "world 1 has no episode 999" in capsys.readouterr().err
+
+
+def _recorded(name, **options):
+    from mjharness.integrators import get_integrator
+    from mjharness.rollout.h5.attrs import integrator_config
+
+    return integrator_config(get_integrator(name, **options))
+
+
+@pytest.mark.parametrize("cfg, why", [
+    ({}, "names no registered integrator"),
+    ({"name": "no_such_scheme"}, r"'no_such_scheme' cannot be rebuilt \(.*unknown integrator"),
+    ({"name": "rk4", "tableau": "mine"}, r"'rk4' cannot be rebuilt \("),
+    ({**_recorded("rk4"), "order": 7}, "'rk4' does not rebuild to its recorded configuration"),
+])
+def test_an_integrator_attribute_that_does_not_rebuild_is_refused_with_the_reason(cfg, why):
+    """One rebuild for replay and rerun (``replay.rebuild_integrator``), each caller adding its own advice."""
+    from mjharness.rollout.cli.errors import CliError
+    from mjharness.rollout.cli.rerun import _integrator
+    from mjharness.rollout.replay import IntegratorRebuildError, rebuild_integrator
+
+    with pytest.raises(IntegratorRebuildError, match=why):
+        rebuild_integrator(cfg)
+    with pytest.raises(CliError, match=f"{why}.*rerun it from Python"):
+        _integrator(cfg)
+
+
+def _every_integrator():
+    from mjharness.integrators.registry import integrator_names
+
+    return integrator_names()
+
+
+@pytest.mark.parametrize("name", _every_integrator())
+def test_every_registered_integrator_rebuilds_from_its_recorded_configuration(name):
+    """Tableau methods record their tableau as a dict, adaptive ones their controller's options (``**options``):
+    both must come back (a file made with rk4 or dormand_prince could not be replayed or rerun)."""
+    from mjharness.rollout.replay import rebuild_integrator
+
+    cfg = _recorded(name)
+    assert _recorded_of(rebuild_integrator(cfg)) == cfg
+
+
+def test_an_adaptive_integrators_options_rebuild():
+    from mjharness.integrators import DormandPrince
+    from mjharness.rollout.replay import rebuild_integrator
+
+    cfg = _recorded("dormand_prince", rtol=1e-7, atol=1e-9, max_steps=77, state_rtol={"arm": 1e-5})
+    again = rebuild_integrator(cfg)
+    assert type(again) is DormandPrince and _recorded_of(again) == cfg
+    assert (again.controller.rtol, again.controller.max_steps) == (1e-7, 77)
+
+
+def _recorded_of(integ):
+    from mjharness.rollout.h5.attrs import integrator_config
+
+    return integrator_config(integ)
+
+
+@pytest.mark.parametrize("integrator", ["rk4", "dormand_prince"])
+def test_a_tableau_run_reruns_and_replays_bit_for_bit(integrator, tmp_path, capsys):
+    """``mjharness rerun`` and ``replay`` of a file made with a tableau method (they once failed to rebuild it)."""
+    from mjharness.rollout.cli.app import main
+
+    p, again = str(tmp_path / "a.h5"), str(tmp_path / "b.h5")
+    rollout("double_pendulum", integrator, dt=0.002, steps=40, batch=2, record_every=4, backend="mujoco", out=p,
+            progress=False)
+    assert main(["rerun", p, "--out", again, "--no-progress"]) == 0
+    assert "identical bit for bit" in capsys.readouterr().out
+    with open_rollout(p) as f:
+        r = f.replay(1, 0)  # check=True: bit for bit against the file's samples
+        assert r["x"].shape[0] == f.samples

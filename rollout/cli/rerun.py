@@ -14,7 +14,6 @@ equals the old one bit for bit; the command compares them and says so.
 
 from __future__ import annotations
 
-import inspect
 import json
 import os
 import re
@@ -42,24 +41,13 @@ def _flags(text: str | None) -> dict:
 
 
 def _integrator(cfg: dict):
-    """The integrator a file's ``integrator`` attribute describes: its registered name, with every recorded
-    option its constructor takes; refused when the rebuilt one's configuration differs."""
-    from mjharness.integrators import get_integrator
-    from mjharness.rollout.engine.plan import integrator_config
+    """The integrator a file's ``integrator`` attribute describes (``replay.rebuild_integrator``)."""
+    from mjharness.rollout.replay import IntegratorRebuildError, rebuild_integrator
 
-    name = cfg.get("name")
-    if not isinstance(name, str):
-        raise CliError(f"the file's integrator {name!r} cannot be rebuilt (its attribute names no integrator)")
     try:
-        probe = get_integrator(name)
-    except (KeyError, TypeError) as e:
-        raise CliError(f"the file's integrator {name!r} cannot be rebuilt ({e})") from None
-    takes = inspect.signature(type(probe)).parameters
-    integ = get_integrator(name, **{k: v for k, v in cfg.items() if k in takes and k != "name"})
-    if integrator_config(integ) != cfg:
-        raise CliError(f"the file's integrator {name!r} does not rebuild to the recorded configuration; "
-                       f"rerun it from Python with the same integrator object")
-    return integ
+        return rebuild_integrator(cfg)
+    except IntegratorRebuildError as e:
+        raise CliError(f"{e}; rerun it from Python with the same integrator object") from None
 
 
 def _outputs(f, a: dict) -> tuple | None:
