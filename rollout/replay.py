@@ -297,7 +297,8 @@ def _controller_state(f: _FileReader, x: np.ndarray, wid: int, init, leaves: dic
     if _flags(f.attrs.get("controller"))["mode"] == "jax":  # as HostLoop calls JAX code: jit(vmap(init))
         import jax.numpy as jnp
 
-        batched = _memo(f, ("init", init, n_pos >= 2), lambda: jax.jit(jax.vmap(fn)))
+        # keyed by identity (a callable object need not be hashable); the memo's closure keeps ``init`` alive
+        batched = _memo(f, ("init", id(init), n_pos >= 2), lambda: jax.jit(jax.vmap(fn)))
         c = jax.tree.map(lambda v: np.asarray(v)[0], batched(jnp.asarray(x)[None], jnp.asarray([wid], jnp.int64)))
     else:
         c = fn(x.copy(), wid)
