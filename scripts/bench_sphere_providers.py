@@ -17,6 +17,7 @@ per round, so a change of the shared machine's load hits them alike):
 - ``gravity+drag``: the example's own configuration: point-mass gravity of each world's mass as a second provider
   (masses per world through ``model_params``), MuJoCo's gravity 0.
 
+MuJoCo's stage timers are off unless ``MJHARNESS_MUJOCO_TIMERS=1`` (``configure()``; recorded as ``mujoco_timers``).
 Each case runs once untimed first, at the timed length (imports, the chunk's and the jitted drag's compiles for these
 shapes; a chunk of another length would compile again inside the timed run). A run is timed from the
 call of ``rollout`` to its return; world-steps/s = worlds x steps / seconds. ``uptime`` is recorded beside every
@@ -99,9 +100,11 @@ def main() -> None:
                   flush=True)
     best = {c: max(r["world_steps_per_s"] for r in runs[c]) for c in cases}
     median = {c: float(np.median([r["world_steps_per_s"] for r in runs[c]])) for c in cases}
+    from mjharness.scenes.mujoco_timers import timers_on
+
     result = {"worlds": args.worlds, "steps": args.steps, "integrator": "rk4", "dt": 0.05, "backend": "mujoco",
-              "rounds": args.rounds, "runs": runs, "median_world_steps_per_s": median, "best_world_steps_per_s": best,
-              "cpus": os.cpu_count(),
+              "rounds": args.rounds, "mujoco_timers": timers_on(), "runs": runs, "median_world_steps_per_s": median,
+              "best_world_steps_per_s": best, "cpus": os.cpu_count(),
               "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
     if "none" in cases:
         # per round (the interleaved pairs), then of the medians

@@ -99,3 +99,50 @@ def test_mjx_optional_backend_notices_are_dropped_and_other_output_kept(tmp_path
     (tmp_path / "warp.py").write_text("raise ImportError('libcuda.so.1: cannot open shared object file')\n")
     broken = _run("import mjharness.adapters as a; a.configure()", cwd=tmp_path)
     assert "Failed to import warp: libcuda.so.1: cannot open shared object file" in broken.stdout, broken.stdout
+
+
+def test_mujoco_timers_are_off_after_configure_unless_asked_and_never_before():
+    code = ("import mujoco, mjharness.scenes.mujoco_timers as t; a = t.timers_on(); import mjharness; "
+            "b = t.timers_on(); mjharness.configure(); print(a, b, t.timers_on())")
+    p = _run(code)
+    assert p.returncode == 0 and p.stdout.split()[-3:] == ["True", "True", "False"], p.stdout + p.stderr[-2000:]
+    p = _run(code, MJHARNESS_MUJOCO_TIMERS="1")
+    assert p.returncode == 0 and p.stdout.split()[-3:] == ["True", "True", "True"], p.stdout + p.stderr[-2000:]
+
+
+def test_mujoco_timers_change_no_bit_and_a_users_timer_is_kept():
+    import mujoco
+    import numpy as np
+
+    from mjharness.scenes import mujoco_timers as t
+
+    assert t.timer_slot() is not None, "libmujoco's mjcb_time not found"
+    m = mujoco.MjModel.from_xml_string(
+        "<mujoco><option integrator='RK4'/><worldbody><geom type='plane' size='1 1 .1'/>"
+        "<body pos='0 0 .3'><freejoint/><geom size='.1'/></body></worldbody></mujoco>")
+    d = mujoco.MjData(m)
+    d.qvel[:] = [0.3, -0.2, 0.0, 1.0, 2.0, -0.5]
+    start = d.qvel.copy()
+
+    def run():
+        mujoco.mj_resetData(m, d)
+        d.qvel[:] = start
+        for _ in range(200):  # falls and rolls on the plane: contacts and the constraint solver timed too
+            mujoco.mj_step(m, d)
+        step = d.timer[int(mujoco.mjtTimer.mjTIMER_STEP)]
+        return np.concatenate([d.qpos, d.qvel, d.qacc_warmstart]), step.number, step.duration
+
+    assert not t.timers_on()  # configure() ran in this process (conftest)
+    x_off, n_off, dur_off = run()
+    assert n_off == 200 and dur_off == 0.0 and d.ncon > 0
+    try:
+        assert t.set_timers(True) and t.timers_on()
+        x_on, n_on, dur_on = run()
+        assert n_on == 200 and dur_on > 0.0
+        np.testing.assert_array_equal(x_on, x_off)  # the same bits
+        mine = mujoco.set_mjcb_time(lambda: 1.0) or mujoco.get_mjcb_time()
+        assert not t.set_timers(False)  # the user's timer stays
+        assert mujoco.get_mjcb_time() is mine and t.timers_on()
+    finally:
+        mujoco.set_mjcb_time(None)
+        assert t.set_timers(False) and not t.timers_on()
