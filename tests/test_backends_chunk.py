@@ -493,3 +493,70 @@ def test_bench_reports_randomized_worlds_against_the_same_run_without():
     assert len(row["cpu_call_s"]) == row["calls"]
     assert "randomized or closed loop / the same run without" in bench.format_table(
         {"machine": bench.machine_info(), "cells": [c]})
+
+
+SENSED = """<mujoco><option timestep="0.004"/>
+  <worldbody><geom name="floor" type="plane" size="2 2 .1"/><site name="eye" pos="0.02 0 1.2" zaxis="0 0 -1"/>
+    <body name="box" pos="0 0 .052"><freejoint/><geom type="box" size=".1 .08 .05" mass="1"/>
+      <site name="s" size=".2"/>
+      <body name="arm" pos=".1 0 0"><joint name="hinge" type="hinge" axis="0 1 0" damping=".05"/>
+        <geom type="capsule" fromto="0 0 0 .2 0 0" size=".02" mass=".2"/><site name="a"/></body></body>
+  </worldbody>
+  <actuator><motor name="m" joint="hinge" gear="1"/></actuator>
+  <sensor><accelerometer site="s"/><gyro site="s"/><velocimeter site="s"/><touch site="s"/><force site="a"/>
+    <torque site="a"/><rangefinder site="eye"/><framepos objtype="body" objname="box"/><jointpos joint="hinge"/>
+    <subtreecom body="box"/><actuatorfrc actuator="m"/></sensor></mujoco>"""
+
+
+@pytest.mark.parametrize("method", ["semi_implicit_euler", "rk4", "euler_maruyama"])
+def test_batches_skip_sensors_nobody_reads_and_change_no_bit(method, monkeypatch):
+    """Whole chunks (MuJoCo's Euler, RK4) and batched stages (Euler–Maruyama with joint noise: SolveM) run their
+    ``Batch`` with ``mjDSBL_SENSOR`` (``host_batch.without_sensors``); states, warm starts and the recorded sensordata
+    (read by ``HostOutputs`` with the scene's own model) are the bits of the same runs computing every sensor, on
+    a box in contact with the floor whose accelerometer, touch, force and rangefinder all move."""
+    from mjharness.adapters.backends import host_batch
+
+    def run():
+        scene = MjScene(mujoco.MjModel.from_xml_string(SENSED), backend="mujoco", threads=2)  # its own Batches
+        if method == "euler_maruyama":
+            scene.add_joint_noise("hinge", 0.3)
+        m = scene.model
+        x0 = np.repeat(scene.x0()[None], 3, axis=0)
+        x0[:, m.nq + 2] = [-0.5, 0.0, 0.4]  # falling onto / lifting off the floor
+        x0[:, m.nq + 4] = [0.0, 2.0, -3.0]
+        u = np.broadcast_to(np.array([0.3, -0.2, 0.1])[:, None, None], (3, 40, 1)).copy()
+        r = rollout(scene, method, dt=m.opt.timestep, steps=40, x0=x0, ctrl=u, outputs=("sensordata",), seed=2,
+                    progress=False)
+        return r, scene
+
+    fast, scene = run()
+    assert (fast.stats["trace_cache"] == "host") == (method != "euler_maruyama")  # whole chunks / the stage path
+    assert not scene.model.opt.disableflags & int(mujoco.mjtDisableBit.mjDSBL_SENSOR)  # the scene's model untouched
+    assert host_batch.without_sensors(scene.model).opt.disableflags & int(mujoco.mjtDisableBit.mjDSBL_SENSOR)
+    sd = np.asarray(fast.outputs["sensordata"])
+    m = scene.model
+    adr, dim = m.sensor_adr, m.sensor_dim
+    moving = {mujoco.mjtSensor(m.sensor_type[i]).name: np.ptp(sd[..., adr[i]:adr[i] + dim[i]])
+              for i in range(m.nsensor)}
+    assert min(moving.values()) > 0, moving  # every sensor, touch and rangefinder included, was computed and moved
+    for mod in (host_batch, host_chunk):
+        monkeypatch.setattr(mod, "without_sensors", lambda m, copied=False: m)
+    sensed, _ = run()
+    np.testing.assert_array_equal(fast.x, sensed.x)
+    np.testing.assert_array_equal(fast.carry["qacc_warmstart"], sensed.carry["qacc_warmstart"])
+    np.testing.assert_array_equal(sd, np.asarray(sensed.outputs["sensordata"]))
+
+
+def test_sensors_stay_on_where_something_may_ride_on_them():
+    from mjharness.adapters.backends.host_batch import sensing, without_sensors
+
+    m = mujoco.MjModel.from_xml_string(SENSED)
+    assert not sensing(m) and without_sensors(m) is not m
+    bare = mujoco.MjModel.from_xml_string("<mujoco><worldbody><body><freejoint/><geom size='.1'/></body>"
+                                          "</worldbody></mujoco>")
+    assert without_sensors(bare) is bare  # nothing to skip: no copy
+    try:
+        mujoco.set_mjcb_sensor(lambda m, d, stage: None)  # a user's sensor callback may do more than sensors
+        assert sensing(m) and without_sensors(m) is m
+    finally:
+        mujoco.set_mjcb_sensor(None)

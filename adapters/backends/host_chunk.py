@@ -42,6 +42,7 @@ from mjharness.integrators import tableaux as _tb
 from mjharness.integrators.names import IntegratorKind, OutputSemantics
 
 from .base import ChunkRun, ChunkStatic, CtrlMode
+from .host_batch import without_sensors
 
 _S = mujoco.mjtState
 _I = mujoco.mjtIntegrator
@@ -144,10 +145,12 @@ class HostChunk(NamedTuple):
 
 
 def _step_model(model: mujoco.MjModel, integrator: int, dt: float) -> mujoco.MjModel:
-    """A copy of ``model`` whose mj_step is the run's scheme at the run's step (the scene's model untouched)."""
+    """A copy of ``model`` whose mj_step is the run's scheme at the run's step (the scene's model untouched), its
+    sensors off where they cannot matter (``host_batch.without_sensors``: a chunk's recorded outputs and a closed
+    loop's sensordata come from ``HostOutputs``, with the scene's own model)."""
     m = copy.deepcopy(model)
     m.opt.integrator, m.opt.timestep = integrator, dt
-    return m
+    return without_sensors(m, copied=True)
 
 
 class _WorldLoop:
