@@ -174,6 +174,7 @@ def test_cli_json_and_table(tmp_path, capsys):
     m = rep["machine"]
     for k in ("date", "cpu", "cpu_count", "load_average", "backend", "devices", "device_kind", "x64", "versions"):
         assert k in m, k
+    assert m["mujoco_timers"] is False and "mujoco timers off" in text  # configure() ran: every peer without them
     assert m["versions"]["mujoco"] == mujoco.__version__
     assert [c["batch"] for c in rep["cells"]] == [1, 3]
     for c in rep["cells"]:

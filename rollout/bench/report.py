@@ -59,6 +59,8 @@ def machine_info() -> dict:
     """Machine, device and versions (the header of every bench JSON)."""
     import jax
 
+    from mjharness.scenes.mujoco_timers import timers_on
+
     dev = jax.devices()
     return dict(
         date=datetime.now(timezone.utc).isoformat(timespec="seconds"), host=platform.node(),
@@ -67,6 +69,7 @@ def machine_info() -> dict:
         backend=jax.default_backend(), devices=[str(d) for d in dev], device_kind=dev[0].device_kind,
         x64=bool(jax.config.jax_enable_x64),  # type: ignore[attr-defined]  # Config's flags are set at run time
         compile_cache=jax.config.jax_compilation_cache_dir,  # type: ignore[attr-defined]
+        mujoco_timers=timers_on(),  # MuJoCo's stage timers, off after configure(): every peer in the process alike
         versions={k: _version(k) for k in ("mjharness", "mujoco", "mujoco-mjx", "jax", "jaxlib", "numpy", "h5py")})
 
 
@@ -148,7 +151,7 @@ def format_table(report: dict) -> str:
     """The report as text: one table per cell, then the targets and the compile-cache checks."""
     m = report["machine"]
     lines = [f"mjharness bench  {m['date']}  {m['cpu']} x{m['cpu_count']}  {m['backend']} ({m['device_kind']})  "
-             f"x64={m['x64']}  load {m['load_average']}",
+             f"x64={m['x64']}  mujoco timers {'on' if m.get('mujoco_timers') else 'off'}  load {m['load_average']}",
              "  ".join(f"{k} {v}" for k, v in m["versions"].items())]
     for c in report["cells"]:
         lines += _cell_lines(c)
