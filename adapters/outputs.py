@@ -389,6 +389,8 @@ class OutputKind:
             ``mj_forward`` (views and buffers set up once per MjData).
         needs_rne: ``spec -> bool``: whether the values need ``rne_postconstraint`` first.
         flags: ``(spec, values (..., *shape)) -> (...) bool``: rows a run must report (contact overflow), or None.
+        field: ``(model, spec) -> (MjData field, its flat columns)`` where the values are that field as
+            ``mj_forward`` leaves it (MuJoCo C then reads a whole batch off one ``mujoco.batch.Batch``), else None.
     """
 
     name: str
@@ -397,12 +399,16 @@ class OutputKind:
     host: Callable[..., Any]
     needs_rne: Callable[..., bool] = lambda s: False
     flags: Callable[..., Any] | None = None
+    field: Callable[..., Any] = lambda m, s: None
 
 
 FIELD_KIND = OutputKind("field", _parse_field, lambda scene, t, x, d, s: _get(d, s.field), _host_field,
-                        lambda s: FIELDS[s.field][4])
+                        lambda s: FIELDS[s.field][4],
+                        field=lambda m, s: None if FIELDS[s.field][4] else (s.field, slice(None)))
 KINDS = (
-    OutputKind("sensordata", _parse_sensors, _mjx_sensors, _host_sensors),
+    OutputKind("sensordata", _parse_sensors, _mjx_sensors, _host_sensors,
+               field=lambda m, s: ("sensordata", slice(s.index[0], s.index[0] + s.index[1]) if s.index
+                                   else slice(None))),
     OutputKind("energy", _parse_energy, lambda scene, t, x, d, s: _energy(scene.mjx_model, d), _host_energy),
     OutputKind("contact_force", _parse_contact_force,
                lambda scene, t, x, d, s: _contact_force(scene.mjx_model, d,

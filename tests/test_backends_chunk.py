@@ -503,7 +503,7 @@ SENSED = """<mujoco><option timestep="0.004"/>
         <geom type="capsule" fromto="0 0 0 .2 0 0" size=".02" mass=".2"/><site name="a"/></body></body>
   </worldbody>
   <actuator><motor name="m" joint="hinge" gear="1"/></actuator>
-  <sensor><accelerometer site="s"/><gyro site="s"/><velocimeter site="s"/><touch site="s"/><force site="a"/>
+  <sensor><accelerometer name="acc" site="s"/><gyro site="s"/><velocimeter site="s"/><touch site="s"/><force site="a"/>
     <torque site="a"/><rangefinder site="eye"/><framepos objtype="body" objname="box"/><jointpos joint="hinge"/>
     <subtreecom body="box"/><actuatorfrc actuator="m"/></sensor></mujoco>"""
 
@@ -560,3 +560,45 @@ def test_sensors_stay_on_where_something_may_ride_on_them():
         assert sensing(m) and without_sensors(m) is m
     finally:
         mujoco.set_mjcb_sensor(None)
+
+
+def test_batched_outputs_equal_the_per_world_loop_bit_for_bit():
+    """Recorded outputs on MuJoCo C that are MjData fields after mj_forward (sensors, bodies, sites, qacc) come from
+    ``Batch.forward`` in blocks of ``OUTPUT_BLOCK`` worlds (``host._batch_reads``): the per-world loop's bits, with
+    per-world model fields, force providers' sums (applied_wrench) and a world whose NaN state the Batch's checks
+    would reset (it goes through the loop, which takes it as given); outputs needing more than mj_forward
+    (cfrc_ext: mj_rnePostConstraint; energy; contacts) keep the loop."""
+    from mjharness.adapters.backends import host
+    from mjharness.adapters.backends.providers import forces_caller
+    from mjharness.adapters.outputs import parse_outputs
+
+    scene = MjScene(mujoco.MjModel.from_xml_string(SENSED), backend="mujoco", threads=2)
+    scene.add_force(lambda t, x, data: np.broadcast_to([0.0, 0.0, 0.0, 0.0, 0.0, 0.0], (x.shape[0], 3, 6))
+                    + np.asarray(data.qvel)[:, None, 0:1] * [0, 0, -2.0, 0.1, 0, 0], name="push")
+    pool, m = scene.backend_state.pool, scene.model
+    forces = forces_caller(pool, scene.force_providers)
+    n = 11
+    rng = np.random.default_rng(5)
+    x = np.repeat(scene.x0()[None], n, axis=0)
+    x[:, 2] += rng.uniform(-0.02, 0.05, n)  # some boxes in the floor, some above it
+    x[:, m.nq:m.nq + 6] = rng.standard_normal((n, 6))
+    x[:, m.nq + 6] = rng.standard_normal(n)
+    x[4, 0] = np.nan  # Batch.forward would reset this world
+    t, ctrl, ws = rng.uniform(0, 1, n), rng.uniform(-1, 1, (n, m.nu)), rng.standard_normal((n, m.nv))
+    layout = (("body_mass", m.nbody), ("dof_damping", m.nv))
+    p = np.concatenate([m.body_mass * rng.uniform(0.8, 1.2, (n, m.nbody)),
+                        m.dof_damping + rng.uniform(0, 0.1, (n, m.nv))], axis=1)
+    specs = parse_outputs(m, ["sensordata", "sensor:acc", "xpos", "site_xpos", "site_xmat", "qacc", "actuator_force",
+                              "applied_wrench"])
+    for lay, params in ((None, None), (layout, p)):
+        fast = host.HostOutputs(pool, specs, False, lay, forces)
+        assert fast.reads is not None and len(fast.reads) == len(specs) - 1
+        loop = host.HostOutputs(pool, specs, False, lay, forces)
+        loop.reads = None
+        args = (t, x, ctrl, ws) + (() if params is None else (params,))
+        got, want = fast.evaluate(*args), loop.evaluate(*args)
+        np.testing.assert_array_equal(got, want)
+        assert np.isnan(got[4]).any() and np.isfinite(np.delete(got, 4, axis=0)).all()
+        assert np.ptp(np.delete(got, 4, axis=0), axis=0).max() > 0  # the worlds differ
+    for needs_more in (["cfrc_ext"], ["xpos", "contact_force"]):
+        assert host._batch_reads(m, parse_outputs(m, needs_more), "cfrc_ext" in needs_more, None) is None

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import copy
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import jax
@@ -334,22 +335,85 @@ class HostOutputs:
 
     def __init__(self, pool: HostPool, specs, rne: bool, layout: tuple | None = None, forces=None):
         self.pool, self.width, self.layout, self.forces = pool, output_width(specs), layout, forces
+        self.specs, self.rne = specs, rne
         # "applied_wrench" columns: the providers' wrench sums (zeros without providers)
         bounds = np.cumsum([0] + [int(np.prod(s.shape, dtype=np.int64)) for s in specs])
         self.wrench = [slice(lo, hi) for s, lo, hi in zip(specs, bounds[:-1], bounds[1:]) if s.field == WRENCH]
-        self.readers, self.writes = [], []
-        for src in pool.datas:
-            m = pool.model if layout is None else copy.deepcopy(pool.model)
-            d = mujoco.MjData(m)
-            mujoco.mj_copyData(d, m, src)  # applied forces, mocap, userdata as the pool's
-            self.readers.append(_OutputReader(m, d, specs, rne))
-            self.writes.append(None if layout is None else _field_writes((m,), layout))
+        self._readers: tuple[list, list] | None = None  # the per-world loop's, made on first use
+        # Outputs that are MjData fields after mj_forward (bodies, sites, sensors, ...) come from one Batch.forward
+        # of the whole batch: [(out columns, field, its flat columns)], or None (the per-world loop)
+        self.reads = _batch_reads(pool.model, specs, rne, layout)
+        if self.reads is not None:
+            m = pool.model if any(f == "sensordata" for _, f, _ in self.reads) else _host_batch.without_sensors(
+                pool.model)
+            self.batch_model = m
+            self.batches: dict[int, tuple] = {}
+            self.row0 = np.empty(mujoco.mj_stateSize(m, _host_batch.FULL))
+            mujoco.mj_getState(m, pool.datas[0], self.row0, _host_batch.FULL)  # applied forces, mocap, userdata
+            self.lock = threading.Lock()  # a Batch serves one call at a time
 
-    def _slice(self, i, lo, hi, packed, out, fields=None, applied=None):
+    @property
+    def readers(self) -> list:
+        return self._loop()[0]
+
+    @property
+    def writes(self) -> list:
+        return self._loop()[1]
+
+    def _loop(self) -> tuple[list, list]:
+        """Each thread's ``_OutputReader`` on its own MjData (and model copy with per-world fields)."""
+        if self._readers is None:
+            readers, writes = [], []
+            for src in self.pool.datas:
+                m = self.pool.model if self.layout is None else copy.deepcopy(self.pool.model)
+                d = mujoco.MjData(m)
+                mujoco.mj_copyData(d, m, src)  # applied forces, mocap, userdata as the pool's
+                readers.append(_OutputReader(m, d, self.specs, self.rne))
+                writes.append(None if self.layout is None else _field_writes((m,), self.layout))
+            self._readers = (readers, writes)
+        return self._readers
+
+    def _batch(self, n: int) -> tuple:
+        def bound(b):
+            fields = [(b.expand(name), sl) for name, sl in _host_batch.model_slices(self.layout)]
+            applied = None if self.forces is None else (b.bind("xfrc_applied"), b.bind("qfrc_applied"))
+            reads = [(osl, b.bind(field), cols) for osl, field, cols in self.reads]
+            return b, [b.bind(f) for f in _host_batch._INPUTS], fields, applied, reads
+
+        return _host_batch.kept_batch(self, n, bound, self.batch_model)
+
+    def _batched(self, n: int, packed: np.ndarray, out: np.ndarray, fields, applied) -> np.ndarray:
+        """The outputs of every world from ``Batch.forward`` calls of up to ``OUTPUT_BLOCK`` worlds into ``out``
+        (a chunk's outputs are every sample of every world at once: one Batch that size would be hundreds of MB
+        of fresh pages each run); the worlds the Batch's checks reset (bad qpos/qvel/qacc: rare) are returned for
+        the per-world loop, which takes every state as given."""
+        m = self.pool.model
+        o = np.cumsum([0, 1, m.nq, m.nv, m.na, m.nv, m.nu])  # packed rows: _STATE's order
+        reset = []
+        with self.lock:
+            for lo in range(0, n, OUTPUT_BLOCK):
+                hi = min(n, lo + OUTPUT_BLOCK)
+                b, (time_, *cols), expanded, applied_b, reads = self._batch(hi - lo)
+                if applied_b is not None:
+                    np.add(self.pool.base[0], applied[0][lo:hi], out=applied_b[0])
+                    np.add(self.pool.base[1], applied[1][lo:hi], out=applied_b[1])
+                for field, sl in expanded:
+                    field[...] = fields[lo:hi, sl].reshape(field.shape)
+                time_[:] = packed[lo:hi, 0]
+                for col, a, z in zip(cols, o[1:-1], o[2:]):  # qpos, qvel, act, qacc_warmstart, ctrl
+                    col[...] = packed[lo:hi, a:z].reshape(col.shape)
+                b.warning[...] = 0
+                b.forward()
+                for osl, arr, c in reads:
+                    out[lo:hi, osl] = arr.reshape(hi - lo, -1)[:, c]
+                reset.append(lo + np.flatnonzero(b.warning[:, _host_batch._RESETS, 1].any(axis=1)))
+        return np.concatenate(reset)
+
+    def _slice(self, i, lo, hi, packed, out, fields=None, applied=None, worlds=None):
         r, writes = self.readers[i], self.writes[i]
         m, d = r.m, r.d
         xfrc, qfrc = d.xfrc_applied, d.qfrc_applied
-        for w in range(lo, hi):
+        for w in (range(lo, hi) if worlds is None else worlds[lo:hi]):
             if fields is not None:
                 for sl, write in writes:
                     write(fields[w, sl])
@@ -375,17 +439,48 @@ class HostOutputs:
         out = np.empty((n, self.width)) if out is None else out.reshape(n, self.width)
         applied = None if self.forces is None else self.forces(packed[:, 0], x.reshape(n, -1), ctrl.reshape(n, -1),
                                                                fields)
-        k = min(self.pool.threads, n)
+        worlds = None if self.reads is None else self._batched(n, packed, out, fields, applied)
+        count = n if worlds is None else len(worlds)  # every world, or those the Batch reset
+        k = min(self.pool.threads, count)
         if k <= 1 or self.pool.executor is None:
-            self._slice(0, 0, n, packed, out, fields, applied)
+            if count:
+                self._slice(0, 0, count, packed, out, fields, applied, worlds)
         else:
-            bounds = np.linspace(0, n, k + 1).astype(int)
+            bounds = np.linspace(0, count, k + 1).astype(int)
             for f in [self.pool.executor.submit(self._slice, i, bounds[i], bounds[i + 1], packed, out, fields,
-                                                applied) for i in range(k)]:
+                                                applied, worlds) for i in range(k)]:
                 f.result()
         for sl in self.wrench:
             out[:, sl] = 0.0 if applied is None else applied[0].reshape(n, -1)
         return out.reshape(lead + (self.width,))
+
+
+# Worlds per Batch.forward of the recorded outputs: a Batch this size stays in cache-sized memory (humanoid: ~7 MB
+# of rows and outputs) and is made once per run.
+OUTPUT_BLOCK = 4096
+
+
+def _batch_reads(m: mujoco.MjModel, specs, rne: bool, layout: tuple | None) -> list | None:
+    """[(columns of the output row, MjData field, the field's flat columns)] when every output of ``specs`` is a
+    field ``mj_forward`` leaves in MjData (``OutputKind.field``: bodies, sites, sensors, qacc, ...; the providers'
+    ``applied_wrench`` columns are filled afterwards), the per-world fields of ``layout`` are ones a ``Batch`` holds
+    per simulation, and the model has no plugin or history state a Batch's rows would hold for it; else None."""
+    from mujoco.batch import MODEL_FIELDS
+
+    if rne or m.nplugin or mujoco.mj_stateSize(m, int(_S.mjSTATE_HISTORY)):
+        return None
+    if any(name not in MODEL_FIELDS for name, _ in _host_batch.model_slices(layout)):
+        return None
+    reads, o = [], 0
+    for s in specs:
+        w = int(np.prod(s.shape, dtype=np.int64))
+        if s.field != WRENCH:
+            where = s.kind.field(m, s)
+            if where is None:
+                return None
+            reads.append((slice(o, o + w), where[0], where[1]))
+        o += w
+    return reads
 
 
 def make_output_evaluator(outputs: HostOutputs):

@@ -141,14 +141,15 @@ def without_sensors(m: mujoco.MjModel, copied: bool = False) -> mujoco.MjModel:
     return out
 
 
-def kept_batch(owner, n: int, bound):
-    """``owner``'s ``Batch`` of ``n`` worlds (on its pool's model and threads, started from ``owner.row0``) with what
-    ``bound(batch)`` binds, made on first use; the ``_KEEP`` most recent sizes are kept in ``owner.batches``."""
+def kept_batch(owner, n: int, bound, model: mujoco.MjModel | None = None):
+    """``owner``'s ``Batch`` of ``n`` worlds (on ``model``, default its pool's without sensors, and the pool's
+    threads, started from ``owner.row0``) with what ``bound(batch)`` binds, made on first use; the ``_KEEP`` most
+    recent sizes are kept in ``owner.batches``."""
     got = owner.batches.get(n)
     if got is None:
         if len(owner.batches) >= _KEEP:
             owner.batches.pop(next(iter(owner.batches)))
-        b = Batch(without_sensors(owner.pool.model), n, nthread=owner.pool.threads)
+        b = Batch(without_sensors(owner.pool.model) if model is None else model, n, nthread=owner.pool.threads)
         b.state[:] = owner.row0
         got = owner.batches[n] = bound(b)
     return got
