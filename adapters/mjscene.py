@@ -93,6 +93,9 @@ class MjScene:
         # The backend's own state of this scene (MJX data template, MuJoCo C's thread pool), opaque here. Built
         # eagerly: created lazily inside a jit/vmap trace it would leak tracers.
         self.backend_state: object = impl.scene_state(self.model, self.data, self._opts)
+        # Bumped by recompile(): what a run compiled for this scene object (rollout/engine/chunk.py keys its
+        # per-scene cache on it) closes over the model it was traced with.
+        self.revision = 0
 
     def on_backend(self, name: str) -> MjScene:
         """This scene evaluated by backend ``name``: itself, or (an ``"auto"`` scene) a twin sharing its
@@ -440,6 +443,7 @@ class MjScene:
         mjx_model = self.backend_impl.put_model(new_model, scene_info(new_model).source, self._opts)
         self._source = new_model
         self._rebuild(new_model, mjx_model)
+        self.revision += 1
 
     # -- forces (implemented in adapters/forces.py) ------------------------------------------------
     def add_force(self, fn: Callable, name: str | None = None, params: dict | None = None,

@@ -233,6 +233,55 @@ def test_recompile_same_layout_copies_runtime_values():
     assert scene.model.body_mass[2] > 1.5 * load_mass("double_pendulum", 2)
 
 
+@pytest.mark.parametrize("backend,integrator", [("mujoco", "heun"), ("mujoco", "semi_implicit_euler"),
+                                                ("mjx", "heun")])
+def test_runs_after_recompile_step_the_new_model(backend, integrator):
+    """A run after ``recompile`` steps the edited model, as a fresh scene of it does: the engine's per-scene cache of
+    compiled chunks is keyed on the scene's ``revision`` (before, the stage path, on MuJoCo C and on MJX, reused the
+    chunk traced for the old model and its batches)."""
+    from mjharness.rollout import rollout
+    from mjharness.scenes import load_scene
+
+    def run(scene):
+        x0 = np.repeat(scene.x0()[None], 2, axis=0)
+        x0[:, scene.model.nq:] = [[1.0, -0.5], [0.3, 2.0]]
+        r = rollout(scene, integrator, dt=0.002, steps=20, x0=x0, record_every=20, outputs=("qacc",), progress=False)
+        return np.asarray(r.x[-1]), np.asarray(r.outputs["qacc"][-1])
+
+    heavier = load_scene("double_pendulum")
+    heavier.body_mass[2] *= 3.0
+    scene = MjScene("double_pendulum", backend=backend)
+    before = run(scene)
+    revision = scene.revision
+    scene.recompile(heavier)
+    assert scene.revision == revision + 1
+    after, fresh = run(scene), run(MjScene(heavier, backend=backend))
+    assert not np.array_equal(after[0], before[0])
+    for a, f in zip(after, fresh):
+        np.testing.assert_array_equal(a, f)
+
+
+def test_simulate_after_recompile_steps_the_new_model():
+    """``simulate``'s per-scene programs are keyed on the scene's ``revision`` too (before, a recompiled scene's
+    simulate reused the program traced with the old model)."""
+    from mjharness.rollout import simulate
+    from mjharness.scenes import load_scene
+
+    def run(scene):
+        x0 = np.repeat(scene.x0()[None], 2, axis=0)
+        x0[:, scene.model.nq:] = [[1.0, -0.5], [0.3, 2.0]]
+        return np.asarray(simulate(scene, "rk4", dt=0.002, steps=10, x0=x0)[1])
+
+    heavier = load_scene("double_pendulum")
+    heavier.body_mass[2] *= 3.0
+    scene = MjScene("double_pendulum", backend="mjx")
+    before = run(scene)
+    scene.recompile(heavier)
+    after = run(scene)
+    assert not np.array_equal(after, before)
+    np.testing.assert_array_equal(after, run(MjScene(heavier, backend="mjx")))
+
+
 def load_mass(name, body):
     from mjharness.scenes import load_scene
     return load_scene(name).body_mass[body]

@@ -223,16 +223,19 @@ _PER_SCENE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 def compiled_chunk(scene, st: ChunkStatic, args: tuple[WorldState, ChunkInput]):
     """(compiled chunk function for ``st``, compile seconds, of which trace+lower, trace source).
 
-    Cached per scene object in this process (this also covers runs the disk cache cannot key: ctrl
-    callables, user states), by trace key in this process and on disk (``rollout.cache``).
+    Cached per scene object and its ``revision`` in this process (this also covers runs the disk cache cannot
+    key: ctrl callables, user states; ``MjScene.recompile`` bumps the revision: a chunk traced before closes over
+    the old model and, on MuJoCo C, the old model's batches), by trace key in this process and on disk
+    (``rollout.cache``).
     """
+    entry = (getattr(scene, "revision", 0), st)
     try:
         per_scene = _PER_SCENE.setdefault(scene, {})
-        hash(st)
+        hash(entry)
     except TypeError:  # an unhashable integrator or ctrl: compile without caching
         per_scene = None
-    if per_scene is not None and st in per_scene:
-        return per_scene[st], 0.0, 0.0, "in-process"
+    if per_scene is not None and entry in per_scene:
+        return per_scene[entry], 0.0, 0.0, "in-process"
     ins, outs = shardings(st)
     key = None
     # A user function's code cannot be keyed (a ctrl callable, an output function): trace it every process.
@@ -244,5 +247,5 @@ def compiled_chunk(scene, st: ChunkStatic, args: tuple[WorldState, ChunkInput]):
     compiled, dt, t_lower, source = cache.compile_cached(chunk_fn(scene, st), args, in_shardings=ins,
                                                          out_shardings=outs, donate_argnums=(0,), key=key)
     if per_scene is not None:
-        per_scene[st] = compiled
+        per_scene[entry] = compiled
     return compiled, dt, t_lower, source

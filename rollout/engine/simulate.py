@@ -127,7 +127,7 @@ def simulate(scene: SceneLike, integrator: IntegratorLike, x0: ArrayLike, *, dt:
                      params=tuple((k, tuple(v.shape[1:])) for k, v in params.items()), carry=spec, samples=S,
                      record_every=record_every, batch=B, n=n, nu=nu_of(scene), devices=(), remat_step=True)
     key = (st, N, C, steps // record_every, float(t0), float(dt), steps, seed)
-    if isinstance(x0, jax.core.Tracer) or key not in _PROGRAMS.get(scene, {}):  # a compile follows
+    if isinstance(x0, jax.core.Tracer) or _entry(scene, key) not in _PROGRAMS.get(scene, {}):  # a compile follows
         compiling(f"simulate: {integ.name}, {steps} steps x {B} world(s) on {getattr(scene, 'backend', 'jax')}",
                   progress)
     time, xs = _program(scene, key)(x0, u, params, carry)
@@ -137,22 +137,29 @@ def simulate(scene: SceneLike, integrator: IntegratorLike, x0: ArrayLike, *, dt:
 _PROGRAMS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
+def _entry(scene, key) -> tuple:
+    """The per-scene cache's key: the static key and the scene's ``revision`` (``MjScene.recompile`` bumps it: a
+    program traced before closes over the old model)."""
+    return getattr(scene, "revision", 0), key
+
+
 def _program(scene, key):
-    """The jitted core of ``simulate`` for (scene, static key), cached per scene object.
+    """The jitted core of ``simulate`` for (scene, static key), cached per scene object and revision.
 
     Always a ``jax.jit``, also when ``simulate`` is called eagerly: eagerly, ``dt``, ``t0``, ... would reach
     the scan as literals that XLA folds into the steps, which changes round-off; staged behind the
     optimization barrier they are runtime values, as in ``rollout``'s compiled chunk, so the two agree bit
     for bit. Inside an outer jit/grad the inner jit is inlined.
     """
+    entry = _entry(scene, key)
     try:
         per_scene = _PROGRAMS.setdefault(scene, {})
-        hash(key)
+        hash(entry)
     except TypeError:  # an unhashable integrator, ctrl or scene: a fresh program each call
         return jax.jit(functools.partial(_core, scene, *key))
-    if key not in per_scene:
-        per_scene[key] = jax.jit(functools.partial(_core, scene, *key))
-    return per_scene[key]
+    if entry not in per_scene:
+        per_scene[entry] = jax.jit(functools.partial(_core, scene, *key))
+    return per_scene[entry]
 
 
 def _core(scene, st: ChunkStatic, N: int, C: int, T: int, t0: float, dt: float, steps: int, seed: int,
