@@ -141,6 +141,37 @@ def without_sensors(m: mujoco.MjModel, copied: bool = False) -> mujoco.MjModel:
     return out
 
 
+def start_row(pool) -> np.ndarray:
+    """The ``mjSTATE_INTEGRATION`` row of the pool's MjData: what a Batch's worlds start from (the scene's applied
+    forces, mocap, userdata), the stage's own inputs written over it at every call."""
+    row = np.empty(mujoco.mj_stateSize(pool.model, FULL))
+    mujoco.mj_getState(pool.model, pool.datas[0], row, FULL)
+    return row
+
+
+def load_forward(b: Batch, inputs: list, fields: list, applied, base: tuple, t, x, ws, ctrl, p, forces
+                 ) -> np.ndarray:
+    """One ``Batch.forward`` of every world of ``b`` at the given inputs: ``inputs`` its bound ``_INPUTS`` columns,
+    ``fields`` [(expanded per-world field, slice of the flat rows ``p``)], ``applied`` its bound (xfrc_applied,
+    qfrc_applied) where providers' sums ``forces`` are added to the scene's ``base``; ``t`` (n,), ``x`` (n, >= nq +
+    nv + na), ``ws`` (n, nv), ``ctrl`` (n, nu). Returns the worlds the Batch's checks reset (bad qpos/qvel/qacc),
+    whose values a caller must evaluate again as given."""
+    m = b.model
+    nq, nv, na = m.nq, m.nv, m.na
+    if applied is not None:  # the providers' sums at this state, on the scene's own applied forces
+        np.add(base[0], forces[0], out=applied[0])
+        np.add(base[1], forces[1], out=applied[1])
+    for field, sl in fields:
+        field[...] = p[:, sl].reshape(field.shape)
+    time_, qpos, qvel, act, warm, u = inputs
+    time_[:] = t
+    qpos[:], qvel[:], act[:] = x[:, :nq], x[:, nq:nq + nv], x[:, nq + nv:nq + nv + na]
+    warm[:], u[:] = ws, ctrl
+    b.warning[...] = 0
+    b.forward()
+    return b.warning[:, _RESETS, 1].any(axis=1)
+
+
 def kept_batch(owner, n: int, bound, model: mujoco.MjModel | None = None):
     """``owner``'s ``Batch`` of ``n`` worlds (on ``model``, default its pool's without sensors, and the pool's
     threads, started from ``owner.row0``) with what ``bound(batch)`` binds, made on first use; the ``_KEEP`` most
@@ -166,9 +197,7 @@ class BatchForward:
         self.force, self.forces = force, forces
         self.solve = None if force is None else SolveM(pool.model, force)
         self.slices = model_slices(layout)  # force provider parameters: HostForces reads them
-        m = pool.model
-        self.row0 = np.empty(mujoco.mj_stateSize(m, FULL))
-        mujoco.mj_getState(m, pool.datas[0], self.row0, FULL)  # applied forces, mocap, userdata as the pool's
+        self.row0 = start_row(pool)
         self.batches: dict[int, tuple] = {}
         self.lock = threading.Lock()  # a Batch serves one call at a time
 
@@ -192,25 +221,15 @@ class BatchForward:
         out = np.empty((n, width)) if out is None else out.reshape(n, width)
         forces = None if self.forces is None else self.forces(np.reshape(t, n), x, np.reshape(ctrl, (n, -1)), p)
         with self.lock:
-            b, (time_, qpos, qvel, act, warm, u), qacc, act_dot, fields, factor, applied = self._batch(n)
-            if applied is not None:  # the providers' sums at this stage, on the scene's own applied forces
-                np.add(self.pool.base[0], forces[0], out=applied[0])
-                np.add(self.pool.base[1], forces[1], out=applied[1])
-            if fields:
-                p = np.asarray(p, np.float64).reshape(n, -1)
-                for field, sl in fields:
-                    field[...] = p[:, sl].reshape(field.shape)
-            time_[:] = np.asarray(t, np.float64).reshape(n)
-            qpos[:], qvel[:], act[:] = x[:, :nq], x[:, nq:nq + nv], x[:, nq + nv:nq + nv + na]
-            warm[:] = np.asarray(ws, np.float64).reshape(n, nv)
-            u[:] = np.asarray(ctrl, np.float64).reshape(n, m.nu)
-            b.warning[...] = 0
-            b.forward()
+            b, inputs, qacc, act_dot, fields, factor, applied = self._batch(n)
+            rows = None if not fields else np.asarray(p, np.float64).reshape(n, -1)
+            reset = load_forward(b, inputs, fields, applied, self.pool.base, np.asarray(t, np.float64).reshape(n), x,
+                                 np.asarray(ws, np.float64).reshape(n, nv),
+                                 np.asarray(ctrl, np.float64).reshape(n, m.nu), rows, forces)
             out[:, nv:2 * nv] = qacc
             out[:, 2 * nv:2 * nv + na] = act_dot
             if factor is not None:
                 out[:, 3 * nv + na:] = self.solve(*factor)
-            reset = b.warning[:, _RESETS, 1].any(axis=1)
         out[:, :nv] = x[:, nq:nq + nv]  # mj_forward leaves qvel as given
         out[:, 2 * nv + na:3 * nv + na] = out[:, nv:2 * nv]  # the forward qacc is also the next warm start
         if reset.any():  # worlds the batch's checks reset: the per-world loop evaluates them as given

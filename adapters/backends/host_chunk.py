@@ -42,7 +42,7 @@ from mjharness.integrators import tableaux as _tb
 from mjharness.integrators.names import IntegratorKind, OutputSemantics
 
 from .base import ChunkRun, ChunkStatic, CtrlMode
-from .host_batch import without_sensors
+from .host_batch import start_row, without_sensors
 
 _S = mujoco.mjtState
 _I = mujoco.mjtIntegrator
@@ -216,8 +216,7 @@ def _stepper(scene, integrator: int, dt: float, B: int, params=()) -> _Stepper:
     for name, values in params:
         field = batch.expand(name)
         field[...] = np.asarray(values).reshape(field.shape)
-    row0 = np.empty(mujoco.mj_stateSize(m, FULL))
-    mujoco.mj_getState(m, pool.datas[0], row0, FULL)
+    row0 = start_row(pool)
     fields = {f: batch.bind(f) for f in ("time", "qpos", "qvel", "act", "qacc_warmstart", "ctrl")}
     return _Stepper(m, batch, row0, fields)
 

@@ -25,7 +25,7 @@ from mujoco.batch import MODEL_FIELDS
 from mjharness.integrators.errors import UserError
 
 from .base import BackendError
-from .host_batch import PARAM_PREFIX, field_slices, is_force_param, kept_batch, model_slices
+from .host_batch import PARAM_PREFIX, field_slices, is_force_param, kept_batch, model_slices, start_row
 
 __all__ = ["PARAM_PREFIX", "is_force_param", "ForceError", "HostForces", "HostView", "forces_caller", "summed", "parts"]
 
@@ -134,9 +134,7 @@ class HostForces:
         where = dict(field_slices(layout))
         self.params = [[(k, where[pr.field(k)], v.shape) for k, v in (pr.params or {}).items() if pr.field(k) in where]
                        for pr in providers]
-        m = pool.model
-        self.row0 = np.empty(mujoco.mj_stateSize(m, mujoco.mjtState.mjSTATE_INTEGRATION))
-        mujoco.mj_getState(m, pool.datas[0], self.row0, mujoco.mjtState.mjSTATE_INTEGRATION)
+        self.row0 = start_row(pool)
         self.batches: dict[int, tuple] = {}
         self.zeros: dict[tuple, np.ndarray] = {}
         self.lock = threading.Lock()  # a Batch serves one call at a time

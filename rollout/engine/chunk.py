@@ -220,15 +220,19 @@ def shardings(st: ChunkStatic):
 _PER_SCENE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
+def scene_entry(scene, key) -> tuple:
+    """A per-scene cache's key for ``key``: with the scene's ``revision`` (``MjScene.recompile`` bumps it: what was
+    traced before closes over the old model and, on MuJoCo C, the old model's batches)."""
+    return getattr(scene, "revision", 0), key
+
+
 def compiled_chunk(scene, st: ChunkStatic, args: tuple[WorldState, ChunkInput]):
     """(compiled chunk function for ``st``, compile seconds, of which trace+lower, trace source).
 
-    Cached per scene object and its ``revision`` in this process (this also covers runs the disk cache cannot
-    key: ctrl callables, user states; ``MjScene.recompile`` bumps the revision: a chunk traced before closes over
-    the old model and, on MuJoCo C, the old model's batches), by trace key in this process and on disk
-    (``rollout.cache``).
+    Cached per scene object and its revision (``scene_entry``) in this process (this also covers runs the disk
+    cache cannot key: ctrl callables, user states), by trace key in this process and on disk (``rollout.cache``).
     """
-    entry = (getattr(scene, "revision", 0), st)
+    entry = scene_entry(scene, st)
     try:
         per_scene = _PER_SCENE.setdefault(scene, {})
         hash(entry)

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
     from .arguments import IntegratorLike, SceneLike
 from .announce import compiling
-from .chunk import ChunkInput, ChunkStatic, StepConstants, WorldState, chunk_fn
+from .chunk import ChunkInput, ChunkStatic, StepConstants, WorldState, chunk_fn, scene_entry
 from .inputs import carry_plan, check_carry, check_ctrl, check_model_params, check_x0, nu_of
 from .resolve import resolve_scene, scene_integrator, scene_timestep
 from .spec import RunSpec, check_int, check_spec
@@ -127,7 +127,7 @@ def simulate(scene: SceneLike, integrator: IntegratorLike, x0: ArrayLike, *, dt:
                      params=tuple((k, tuple(v.shape[1:])) for k, v in params.items()), carry=spec, samples=S,
                      record_every=record_every, batch=B, n=n, nu=nu_of(scene), devices=(), remat_step=True)
     key = (st, N, C, steps // record_every, float(t0), float(dt), steps, seed)
-    if isinstance(x0, jax.core.Tracer) or _entry(scene, key) not in _PROGRAMS.get(scene, {}):  # a compile follows
+    if isinstance(x0, jax.core.Tracer) or scene_entry(scene, key) not in _PROGRAMS.get(scene, {}):  # a compile follows
         compiling(f"simulate: {integ.name}, {steps} steps x {B} world(s) on {getattr(scene, 'backend', 'jax')}",
                   progress)
     time, xs = _program(scene, key)(x0, u, params, carry)
@@ -135,12 +135,6 @@ def simulate(scene: SceneLike, integrator: IntegratorLike, x0: ArrayLike, *, dt:
 
 
 _PROGRAMS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def _entry(scene, key) -> tuple:
-    """The per-scene cache's key: the static key and the scene's ``revision`` (``MjScene.recompile`` bumps it: a
-    program traced before closes over the old model)."""
-    return getattr(scene, "revision", 0), key
 
 
 def _program(scene, key):
@@ -151,7 +145,7 @@ def _program(scene, key):
     optimization barrier they are runtime values, as in ``rollout``'s compiled chunk, so the two agree bit
     for bit. Inside an outer jit/grad the inner jit is inlined.
     """
-    entry = _entry(scene, key)
+    entry = scene_entry(scene, key)
     try:
         per_scene = _PROGRAMS.setdefault(scene, {})
         hash(entry)
