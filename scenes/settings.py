@@ -13,7 +13,10 @@ only through ``mjharness.integrators``, whose error base classes it uses).
   ``MJHARNESS_XLA_FLAGS=0``: they make MJX's kinematics exponential in the depth of the body tree.
 - JAX's persistent compilation cache in a user cache dir (``MJHARNESS_CACHE_DIR`` moves it,
   ``MJHARNESS_CACHE_DIR=""`` turns it off), so a second process on the same scene skips most of its
-  compile. Beside it, ``exported/`` holds the engine's traced chunk functions (``rollout/cache.py``;
+  compile. Its keys hash each module as a call graph (``compile_key``; ``MJHARNESS_CANONICAL_CACHE_KEYS=0``: JAX's
+  own hashing), so a program traced after other work in the same process finds what a fresh process cached: JAX's
+  numbering and sharing of the module's private functions otherwise depend on the process's trace caches. Beside
+  it, ``exported/`` holds the engine's traced chunk functions (``rollout/cache.py``;
   ``MJHARNESS_EXPORT_CACHE=0`` turns that part off), so a second process skips tracing as well.
 - ``mujoco.mjx`` imported with its optional-backend notices dropped: mujoco-mjx prints
   "Failed to import warp: No module named 'warp'" (and the same for mujoco_warp) on every import
@@ -90,6 +93,10 @@ def _xla_flags() -> None:
 
 def _compilation_cache() -> None:
     cache = cache_dir()
+    if cache and not _off("MJHARNESS_CANONICAL_CACHE_KEYS"):
+        from .compile_key import install
+
+        install()  # keys that do not depend on what the process traced before (compile_key.py)
     # jax's Config stub does not list the options it reads as attributes
     if not cache or jax.config.jax_compilation_cache_dir is not None:  # type: ignore[attr-defined]
         return  # off, or the user's own setting wins

@@ -1,10 +1,11 @@
 """Run the suite as CI does and record where its time goes, to see drift between commits.
 
-    python scripts/record_test_durations.py [--cold] [--out data/test_durations.json] [-- extra pytest args]
+    python scripts/record_test_durations.py [--cold] [--jax-events] [--out data/test_durations.json] [-- pytest args]
 
 Writes the wall time of the whole run, the machine's load before it, each test file's summed test time (with
 pytest-xdist's ``--dist loadfile`` a file runs on one worker, so the longest file bounds the run) and the 40
-slowest tests, from pytest's own JUnit XML report.
+slowest tests, from pytest's own JUnit XML report. ``--jax-events`` adds, per file, the seconds JAX spent tracing,
+lowering and compiling (cache reads included) and the persistent-cache entries written (``tests/jax_events.py``).
 """
 
 from __future__ import annotations
@@ -40,23 +41,46 @@ def summary(cases: list[tuple[str, float]], wall_s: float, load: tuple, returnco
                 slowest=[[n, round(s, 2)] for n, s in slowest])
 
 
+def jax_events(folder: str) -> dict:
+    """{file: {trace, lower, compile, cache_misses, tests}} summed over the workers' ``tests/jax_events.py`` rows,
+    longest (trace + lower + compile) first."""
+    per: dict = defaultdict(lambda: dict(trace=0.0, lower=0.0, compile=0.0, cache_misses=0, tests=0))
+    for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+        if name.endswith(".jsonl"):
+            for line in Path(folder, name).read_text().splitlines():
+                row = json.loads(line)
+                f = per[row["test"].split("::")[0]]
+                for k in ("trace", "lower", "compile", "cache_misses"):
+                    f[k] += row[k]
+                f["tests"] += 1
+    rounded = {f: {k: round(v, 1) if isinstance(v, float) else v for k, v in d.items()} for f, d in per.items()}
+    return dict(sorted(rounded.items(), key=lambda kv: -(kv[1]["trace"] + kv[1]["lower"] + kv[1]["compile"])))
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(ROOT / "data" / "test_durations.json"))
     ap.add_argument("--cold", action="store_true", help="an empty compile cache (MJHARNESS_CACHE_DIR in a temporary "
                     "folder), as on a fresh machine; default: the user's cache, as it is")
+    ap.add_argument("--jax-events", action="store_true", help="record per file JAX's trace/lower/compile seconds and "
+                    "cache misses (MJHARNESS_JAX_EVENTS, tests/jax_events.py)")
     ap.add_argument("pytest_args", nargs="*", help="passed to pytest (after --)")
     args = ap.parse_args(argv)
     load = tuple(round(v, 2) for v in os.getloadavg())
     with tempfile.TemporaryDirectory() as tmp:
         junit = os.path.join(tmp, "junit.xml")
         env = dict(os.environ, MJHARNESS_CACHE_DIR=os.path.join(tmp, "cache")) if args.cold else None
+        events = os.path.join(tmp, "jax_events")
+        if args.jax_events:
+            env = dict(env or os.environ, MJHARNESS_JAX_EVENTS=events)
         t = time.perf_counter()
         rc = subprocess.call([sys.executable, "-m", "pytest", f"--junitxml={junit}", *args.pytest_args], cwd=ROOT,
                              env=env)
         wall = time.perf_counter() - t
         report = summary(durations(junit), wall, load, rc)
         report["cache"] = "cold (empty MJHARNESS_CACHE_DIR)" if args.cold else "the user's, as found"
+        if args.jax_events:
+            report["jax_events"] = jax_events(events)
     Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
     print(f"{report['tests']} tests in {report['wall_s']} s (load before {load}); slowest file "
           f"{next(iter(report['files'].items()), None)}; written to {args.out}")

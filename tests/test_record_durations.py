@@ -49,3 +49,33 @@ def test_cold_runs_pytest_on_an_empty_cache_and_says_so(tmp_path, monkeypatch):
     cache = seen[0]["MJHARNESS_CACHE_DIR"]
     assert not Path(cache).exists() and "cold" in __import__("json").loads(out.read_text())["cache"]
     assert rec.main(["--out", str(out)]) == 0 and seen[1] is None  # warm: the environment as it is
+
+
+def test_jax_events_are_summed_per_file_and_the_run_gets_the_folder(tmp_path, monkeypatch):
+    import json
+
+    rec = _script()
+    folder = tmp_path / "ev"
+    folder.mkdir()
+    rows = [{"test": "tests/test_a.py::t1", "trace": 1.0, "lower": 0.5, "compile": 2.0, "cache_misses": 1},
+            {"test": "tests/test_a.py::t2", "trace": 0.25, "lower": 0.0, "compile": 0.0, "cache_misses": 0},
+            {"test": "tests/test_b.py::t", "trace": 9.0, "lower": 1.0, "compile": 0.0, "cache_misses": 0}]
+    (folder / "gw0.jsonl").write_text("\n".join(json.dumps(r) for r in rows[:2]) + "\n")
+    (folder / "gw1.jsonl").write_text(json.dumps(rows[2]) + "\n")
+    got = rec.jax_events(str(folder))
+    assert list(got) == ["tests/test_b.py", "tests/test_a.py"]  # most JAX time first
+    assert got["tests/test_a.py"] == dict(trace=1.2, lower=0.5, compile=2.0, cache_misses=1, tests=2)
+    assert rec.jax_events(str(tmp_path / "none")) == {}
+    seen = []
+
+    def call(cmd, cwd, env):
+        seen.append(env)
+        junit = next(a for a in cmd if a.startswith("--junitxml="))[len("--junitxml="):]
+        Path(junit).write_text('<testsuites><testsuite name="p"><testcase classname="tests.test_a" name="t" '
+                               'time="1"/></testsuite></testsuites>')
+        return 0
+
+    monkeypatch.setattr(rec.subprocess, "call", call)
+    out = tmp_path / "d.json"
+    assert rec.main(["--jax-events", "--out", str(out)]) == 0
+    assert seen[0]["MJHARNESS_JAX_EVENTS"] and json.loads(out.read_text())["jax_events"] == {}
