@@ -6,6 +6,7 @@ import hashlib
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 from jax._src import cache_key
 
@@ -28,6 +29,12 @@ def _keys(module) -> tuple[str, str]:
 
 
 def test_configure_installed_it():
+    import os
+
+    from mjharness.scenes import settings
+
+    if not settings.cache_dir() or os.environ.get("MJHARNESS_CANONICAL_CACHE_KEYS", "1") in ("0", "false", "off"):
+        pytest.skip("no compile cache, or its canonical keys turned off, in this environment")
     assert compile_key.installed() and cache_key._hash_computation is compile_key._hash_computation
 
 
@@ -47,6 +54,11 @@ def test_any_other_difference_changes_the_key():
     mod = jax.jit(lambda x: g(x) + other(x + 1.0)).lower(jnp.ones(3)).compiler_ir("stablehlo")
     assert _keys(mod)[0] != base  # another callee
     assert _keys(_program(True).operation.clone())[0] == base  # the same module again
+    big = np.arange(100_000.0)  # a large constant is hashed whole, not elided
+    other_big = big.copy()
+    other_big[50_000] += 1e-9
+    assert len({_keys(jax.jit(lambda x, c=c: x + c).lower(jnp.ones(100_000)).compiler_ir("stablehlo"))[0]
+                for c in (big, other_big)}) == 2
     wide = jax.jit(lambda x: jax.jit(lambda y: jnp.sin(y) * 2.0)(x)).lower(jnp.ones(4)).compiler_ir("stablehlo")
     assert _keys(wide)[0] != base
 
