@@ -203,6 +203,20 @@ def test_second_writer_refused_naming_the_holder_first_run_intact(tmp_path):
         assert f.complete and f.samples == 400
 
 
+def test_a_file_its_writer_is_creating_is_not_ready_not_foreign(tmp_path):
+    """Between a writer taking its lock and HDF5 writing the superblock the file has no signature yet: a reader is
+    told to retry (FileNotReadyError naming the writer), not that it is not a rollout file; without a live writer
+    the same bytes are not a rollout file."""
+    p = str(tmp_path / "new.h5")
+    open(p, "wb").close()
+    with h5.FileLock(p):
+        with pytest.raises(h5.FileNotReadyError, match=f"creating this file.*pid {os.getpid()}"):
+            open_rollout(p)
+    with pytest.raises(h5.RolloutFileError, match="no HDF5 signature") as e:
+        open_rollout(p)
+    assert not isinstance(e.value, h5.FileNotReadyError)
+
+
 def test_lock_in_process_and_stale_lock(tmp_path):
     p = str(tmp_path / "f.h5")
     with h5.FileLock(p):

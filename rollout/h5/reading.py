@@ -7,8 +7,9 @@ from typing import Any
 
 import h5py
 
-from .errors import CorruptFileError, FileNotReadyError, RolloutFileError
+from .errors import CorruptFileError, FileInUseError, FileNotReadyError, RolloutFileError
 from .format import decode_attr
+from .lock import check_not_in_use
 
 _AXIS_KEYS = ("DIMENSION_LIST", "REFERENCE_LIST", "CLASS", "NAME", "long_name", "units")
 
@@ -20,6 +21,15 @@ def _fields(g) -> list[str]:
 
 def is_scale(ds) -> bool:
     return decode_attr(ds.attrs.get("CLASS")) == "DIMENSION_SCALE"
+
+
+def _if_being_created(path: str) -> None:
+    """``FileNotReadyError`` when a live writer holds ``path``'s lock: a file without its HDF5 signature yet is one
+    that writer is creating (between taking its lock and HDF5's first write of the superblock), not a foreign file."""
+    try:
+        check_not_in_use(path)
+    except FileInUseError as e:
+        raise FileNotReadyError(f"{path}: a writer is creating this file right now ({e}); retry in a moment") from None
 
 
 def open_h5(path: str) -> tuple[h5py.File, bool]:
@@ -48,6 +58,7 @@ def open_h5(path: str) -> tuple[h5py.File, bool]:
         raise FileNotReadyError(f"{path}: a writer is creating or preparing this file right now; retry in a moment "
                                 f"({errors[-1]})")
     if "signature" in text or "not an hdf5" in text.lower():
+        _if_being_created(path)
         raise RolloutFileError(f"{path}: not a readable HDF5 file (no HDF5 signature): not a rollout file")
     if "truncated" in text or "eof" in text.lower():
         raise FileNotReadyError(f"{path}: the file is shorter than its header says: it is being created (retry in a "
