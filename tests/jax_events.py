@@ -28,7 +28,8 @@ def union(intervals) -> float:
 
 class _Recorder:
     def __init__(self, out_dir: str):
-        self.out_dir, self.spans, self.misses = out_dir, [], 0
+        self.spans: list = []
+        self.misses = 0
         self.path = os.path.join(out_dir, os.environ.get("PYTEST_XDIST_WORKER", "main"))
 
     def span(self, event, start, end, **kw):

@@ -16,6 +16,22 @@ def _script():
     return mod
 
 
+def _fake_pytest(rec, monkeypatch) -> list:
+    """Replace the script's pytest run by one writing a one-test JUnit report; returns the list of the
+    environments it was called with."""
+    seen = []
+
+    def call(cmd, cwd, env):
+        seen.append(env)
+        junit = next(a for a in cmd if a.startswith("--junitxml="))[len("--junitxml="):]
+        Path(junit).write_text('<testsuites><testsuite name="p"><testcase classname="tests.test_a" name="t" '
+                               'time="1"/></testsuite></testsuites>')
+        return 0
+
+    monkeypatch.setattr(rec.subprocess, "call", call)
+    return seen
+
+
 def test_junit_report_becomes_per_file_totals_and_the_slowest_tests(tmp_path):
     rec = _script()
     junit = tmp_path / "j.xml"
@@ -34,16 +50,7 @@ def test_junit_report_becomes_per_file_totals_and_the_slowest_tests(tmp_path):
 
 def test_cold_runs_pytest_on_an_empty_cache_and_says_so(tmp_path, monkeypatch):
     rec = _script()
-    seen = []
-
-    def call(cmd, cwd, env):
-        seen.append(env)
-        junit = next(a for a in cmd if a.startswith("--junitxml="))[len("--junitxml="):]
-        Path(junit).write_text('<testsuites><testsuite name="p"><testcase classname="tests.test_a" name="t" '
-                               'time="1"/></testsuite></testsuites>')
-        return 0
-
-    monkeypatch.setattr(rec.subprocess, "call", call)
+    seen = _fake_pytest(rec, monkeypatch)
     out = tmp_path / "d.json"
     assert rec.main(["--cold", "--out", str(out)]) == 0
     cache = seen[0]["MJHARNESS_CACHE_DIR"]
@@ -66,16 +73,7 @@ def test_jax_events_are_summed_per_file_and_the_run_gets_the_folder(tmp_path, mo
     assert list(got) == ["tests/test_b.py", "tests/test_a.py"]  # most JAX time first
     assert got["tests/test_a.py"] == dict(trace=1.2, lower=0.5, compile=2.0, cache_misses=1, tests=2)
     assert rec.jax_events(str(tmp_path / "none")) == {}
-    seen = []
-
-    def call(cmd, cwd, env):
-        seen.append(env)
-        junit = next(a for a in cmd if a.startswith("--junitxml="))[len("--junitxml="):]
-        Path(junit).write_text('<testsuites><testsuite name="p"><testcase classname="tests.test_a" name="t" '
-                               'time="1"/></testsuite></testsuites>')
-        return 0
-
-    monkeypatch.setattr(rec.subprocess, "call", call)
+    seen = _fake_pytest(rec, monkeypatch)
     out = tmp_path / "d.json"
     assert rec.main(["--jax-events", "--out", str(out)]) == 0
     assert seen[0]["MJHARNESS_JAX_EVENTS"] and json.loads(out.read_text())["jax_events"] == {}
