@@ -40,9 +40,9 @@ from dataclasses import dataclass
 import jax
 import jax.numpy as jnp
 import numpy as np
-from mujoco import mjx
 
 from mjharness.integrators import StateError
+from mjharness.scenes.settings import mjx  # mujoco.mjx, imported on first use
 
 from .backends.providers import PARAM_PREFIX, ForceError, is_force_param, summed
 

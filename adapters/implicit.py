@@ -33,8 +33,8 @@ import jax
 import jax.numpy as jnp
 import mujoco
 import numpy as np
-from mujoco import mjx
-from mujoco.mjx import DisableBit, DynType, GainType, JointType, TrnType
+
+from mjharness.scenes.settings import mjx  # mujoco.mjx, imported on first use
 
 from .backends import mjx_private as _private
 
@@ -42,7 +42,7 @@ from .backends import mjx_private as _private
 def unsupported(mjx_model) -> str | None:
     """Why implicitfast cannot run on this model, or None."""
     if _private.has_fluid_params(mjx_model) and not (
-            mjx_model.opt.disableflags & (DisableBit.DAMPER | DisableBit.SPRING)):
+            mjx_model.opt.disableflags & (mjx.DisableBit.DAMPER | mjx.DisableBit.SPRING)):
         return ("fluid drag (opt density, viscosity or wind) has no implicitfast derivative in MJX; set them to 0 "
                 "or choose semi_implicit_euler or rk4")
     return None
@@ -63,7 +63,7 @@ def free_rigid_dofadr(m) -> tuple[int, ...]:
     """dof address of every free joint whose body has no jointed descendant (C's ``mj_isFreeBody``)."""
     parent = np.asarray(m.body_parentid)
     out = []
-    for j in np.flatnonzero(np.asarray(m.jnt_type) == JointType.FREE):
+    for j in np.flatnonzero(np.asarray(m.jnt_type) == mjx.JointType.FREE):
         b = int(m.jnt_bodyid[j])
         sub = {b}
         for k in range(b + 1, len(parent)):  # a parent's id is below its children's
@@ -91,14 +91,14 @@ def actuator_keep(m, d) -> jax.Array:
         keep = keep.at[lim].set(jnp.where((f <= r[:, 0]) | (f >= r[:, 1]), 0.0, 1.0))
     trn, trnid = np.asarray(m.actuator_trntype), np.asarray(m.actuator_trnid)[:, 0]
     for j in np.flatnonzero(np.asarray(m.jnt_actfrclimited)):
-        acts = np.flatnonzero(np.isin(trn, (TrnType.JOINT, TrnType.JOINTINPARENT)) & (trnid == j))
+        acts = np.flatnonzero(np.isin(trn, (mjx.TrnType.JOINT, mjx.TrnType.JOINTINPARENT)) & (trnid == j))
         if acts.size:
             dofs = np.flatnonzero(np.asarray(m.dof_jntid) == j)
             lo, hi = m.jnt_actfrcrange[j, 0], m.jnt_actfrcrange[j, 1]
             sat = jnp.any((d.qfrc_actuator[dofs] <= lo) | (d.qfrc_actuator[dofs] >= hi))
             keep = keep.at[acts].multiply(jnp.where(sat, 0.0, 1.0))
     for k in np.flatnonzero(np.asarray(m.tendon_actfrclimited)):
-        acts = np.flatnonzero((trn == TrnType.TENDON) & (trnid == k))
+        acts = np.flatnonzero((trn == mjx.TrnType.TENDON) & (trnid == k))
         if acts.size:
             total = jnp.sum(d.actuator_force[acts])
             sat = _at_bound(total, m.tendon_actfrcrange[k, 0], m.tendon_actfrcrange[k, 1])
@@ -108,7 +108,7 @@ def actuator_keep(m, d) -> jax.Array:
 
 def _muscle_deriv(m, d, keep):
     """moment' diag(keep * dgain/dvel * act) moment for muscle gains (MJX's derivative omits them)."""
-    ids = np.flatnonzero(np.asarray(m.actuator_gaintype) == GainType.MUSCLE)
+    ids = np.flatnonzero(np.asarray(m.actuator_gaintype) == mjx.GainType.MUSCLE)
     if not ids.size:
         return None
     dgain = jax.vmap(jax.grad(_private.muscle_gain, argnums=1))(
@@ -116,7 +116,7 @@ def _muscle_deriv(m, d, keep):
         jnp.asarray(m.actuator_lengthrange)[ids], jnp.asarray(m.actuator_acc0)[ids], m.actuator_gainprm[ids])
     # force = gain * (ctrl, or the last activation of a stateful actuator), as C's mjd_actuator_vel
     u = d.ctrl[ids]
-    stateful = np.flatnonzero(np.asarray(m.actuator_dyntype)[ids] != DynType.NONE)
+    stateful = np.flatnonzero(np.asarray(m.actuator_dyntype)[ids] != mjx.DynType.NONE)
     if stateful.size:
         last = np.asarray(m.actuator_actadr)[ids] + np.asarray(m.actuator_actnum)[ids] - 1
         u = u.at[stateful].set(d.act[last[stateful]])
@@ -133,7 +133,7 @@ def smooth_vel_deriv(m, d) -> jax.Array:
                        actuator_biasprm=m.actuator_biasprm.at[:, 2].multiply(keep))
     qderiv = mjx.deriv_smooth_vel(mk, d)
     qderiv = jnp.zeros((m.nv, m.nv), d.qvel.dtype) if qderiv is None else qderiv
-    if keep is not None and not (m.opt.disableflags & DisableBit.ACTUATION):
+    if keep is not None and not (m.opt.disableflags & mjx.DisableBit.ACTUATION):
         mus = _muscle_deriv(m, d, keep)
         if mus is not None:
             qderiv = qderiv + mus
@@ -189,7 +189,7 @@ def implicitfast_qacc(m, d, h) -> jax.Array:
 def act_rate(m, act_dot, h) -> jax.Array:
     """Activation derivative whose Euler step is mj_advance's: FILTEREXACT takes the exact filter step."""
     dyn = np.asarray(m.actuator_dyntype)
-    exact = np.flatnonzero(dyn == DynType.FILTEREXACT)
+    exact = np.flatnonzero(dyn == mjx.DynType.FILTEREXACT)
     if not m.na or not exact.size:
         return act_dot
     adr = np.asarray(m.actuator_actadr)[exact] + np.asarray(m.actuator_actnum)[exact] - 1

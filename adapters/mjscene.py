@@ -27,12 +27,14 @@ import jax.numpy as jnp
 import mujoco
 import numpy as np
 from jax.typing import ArrayLike
-from mujoco import mjx
 
 from mjharness.integrators import ContractError, StateError, StateLayout, StateRegistry, StateSpec
 from mjharness.integrators.state import canonical_update
 from mjharness.scenes import scene_info
-from mjharness.scenes.settings import configure
+from mjharness.scenes.settings import (
+    configure,
+    mjx,  # mujoco.mjx, imported on first use
+)
 
 from . import forces as _forces
 from . import noise as _noise

@@ -202,7 +202,7 @@ def diffusion_from_data(scene, t, x, d):
     if noise.sources and isinstance(d, HostData):
         g = g.at[pos].set(d.minv_f[dof, col])
     elif noise.sources:
-        from mujoco import mjx
+        from mjharness.scenes.settings import mjx
 
         from .backends.mjx_private import solve_m  # MJX's own M solve (mjx.jac: its body Jacobian)
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import jax.numpy as jnp
 import mujoco
 import numpy as np
-from mujoco import mjx
 
 from mjharness.integrators.errors import UserError
+from mjharness.scenes.settings import mjx  # mujoco.mjx, imported on first use
 
 from .backends import mjx_private
 from .backends.mjx_contacts import mjx_slots, warp_slots

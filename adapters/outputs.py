@@ -336,7 +336,7 @@ def evaluate_outputs(scene, specs, t, x, ctrl=None, carry=None) -> dict:
 
 def mjx_outputs(scene, specs, t, x, ctrl, ws) -> dict:
     """Outputs of one world from ``mjx.forward`` (the MJX backends)."""
-    from mujoco import mjx
+    from mjharness.scenes.settings import mjx
 
     d = scene.forward(t, x, ctrl, qacc_warmstart=ws)
     if needs_rne(specs):

@@ -35,9 +35,9 @@ import jax.numpy as jnp
 import mujoco
 import numpy as np
 from jax.typing import ArrayLike
-from mujoco import mjx
 
 from mjharness.integrators import StateLayout, StateRegistry
+from mjharness.scenes.settings import mjx  # mujoco.mjx, imported on first use
 
 from . import noise as _noise
 from . import system_noise as _sn

@@ -131,9 +131,8 @@ def compare_qacc(m: mujoco.MjModel, d: mujoco.MjData) -> tuple[float, float]:
     """(max |qacc(mjx.forward) - qacc(mj_forward)|, that over max |qacc|) on the state of ``d`` (after
     ``mj_forward``), in float64."""
     import jax
-    from mujoco import mjx
 
-    from .settings import configure
+    from .settings import configure, mjx
 
     configure()  # float64, as every run here
     dx = jax.jit(mjx.forward)(mjx.put_model(m), mjx.put_data(m, d))

@@ -60,7 +60,9 @@ def _constructors():
     The one use of MJX's private API outside ``adapters/backends`` (tests/test_private_api.py names it): the
     loader (``load_scene``) runs this trace, and ``scenes`` may not import ``adapters``; the public
     constructors would pick a device and name themselves in a failure's classification instead."""
-    from mujoco import mjx
+    from .settings import import_mjx, mjx
+
+    import_mjx()  # quietly, before its private module imports it
     from mujoco.mjx._src import io as mjx_io
 
     put, make = getattr(mjx_io, "_put_model_jax", None), getattr(mjx_io, "_make_data_jax", None)
@@ -106,7 +108,7 @@ def trace_forward(model: mujoco.MjModel) -> dict | None:
     """Trace ``mjx.forward`` on ``model`` with ``jax.eval_shape``; None when it traces, else ``_classify``'s
     description of the failure. Nothing is compiled or run."""
     jax = _jax()
-    from mujoco import mjx
+    from .settings import mjx
 
     put, make = _constructors()
 

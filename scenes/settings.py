@@ -18,9 +18,10 @@ only through ``mjharness.integrators``, whose error base classes it uses).
   numbering and sharing of the module's private functions otherwise depend on the process's trace caches. Beside
   it, ``exported/`` holds the engine's traced chunk functions (``rollout/cache.py``;
   ``MJHARNESS_EXPORT_CACHE=0`` turns that part off), so a second process skips tracing as well.
-- ``mujoco.mjx`` imported with its optional-backend notices dropped: mujoco-mjx prints
-  "Failed to import warp: No module named 'warp'" (and the same for mujoco_warp) on every import
-  when its Warp backend is not installed; we never use that backend. Any other output of the
+- ``mujoco.mjx`` imported with its optional-backend notices dropped, and only where it is first used (``mjx``, a
+  module that imports MJX on its first attribute read: a MuJoCo C run never imports it, ~0.8 s of a process's
+  start): mujoco-mjx prints "Failed to import warp: No module named 'warp'" (and the same for mujoco_warp) on
+  every import when its Warp backend is not installed; we never use that backend. Any other output of the
   import passes through unchanged.
 - MuJoCo's stage timers off (``mujoco_timers``): the Python bindings switch on ``mjData.timer``'s two clock reads
   around every pipeline stage, up to 40 % of a small model's step (1.6x on 10,000 spheres' RK4 chunks), for
@@ -41,13 +42,15 @@ import io
 import os
 import re
 import sys
+import types
 import warnings
+from typing import TYPE_CHECKING
 
 import jax
 
 from . import xla_log
 
-__all__ = ["XLA_CPU_FLAG", "cache_dir", "export_dir", "configure", "configured", "import_mjx"]
+__all__ = ["XLA_CPU_FLAG", "cache_dir", "export_dir", "configure", "configured", "import_mjx", "mjx"]
 
 # XLA:CPU's fusion emitters (the default in jaxlib 0.9) make MJX's kinematics exponential in the
 # depth of the body tree: one mjx.kinematics of an 8-hinge chain takes 0.86 s instead of 0.9 ms, a
@@ -124,13 +127,30 @@ def import_mjx() -> None:
         sys.stdout.write("".join(kept))
 
 
+class _LazyMJX(types.ModuleType):
+    """``mujoco.mjx``, imported quietly (``import_mjx``) on the first attribute read: a run on MuJoCo C never pays
+    for it (~0.8 s of every process's start: MJX imports trimesh, networkx and scipy.spatial for its meshes)."""
+
+    def __getattr__(self, name: str):
+        import_mjx()
+        real = sys.modules["mujoco.mjx"]
+        self.__dict__.update(real.__dict__)  # later reads are plain attribute reads, the same objects as MJX's
+        return getattr(real, name)
+
+
+if TYPE_CHECKING:
+    from mujoco import mjx as mjx
+else:
+    mjx = _LazyMJX("mujoco.mjx")  # what the adapters import as ``mjx``
+
+
 _configured = False
 
 
 def configure() -> None:
     """Apply the settings above: float64 (``MJHARNESS_X64=0``: float32), the XLA:CPU flag, the compile caches,
-    MJX imported without its optional-backend notices, MuJoCo's stage timers off (``MJHARNESS_MUJOCO_TIMERS=1``:
-    on), XLA's known-false log lines filtered from stderr.
+    MuJoCo's stage timers off (``MJHARNESS_MUJOCO_TIMERS=1``: on), XLA's known-false log lines filtered from stderr.
+    (MJX is imported, without its optional-backend notices, where it is first used: ``mjx``.)
     Idempotent (the first call decides); ``rollout()``, ``simulate()``, ``fit()``, the CLI and the model
     constructors call it, so only code that makes its own JAX arrays first needs to call it itself."""
     global _configured
@@ -140,7 +160,6 @@ def configure() -> None:
     _xla_flags()
     jax.config.update("jax_enable_x64", not _off("MJHARNESS_X64"))
     _compilation_cache()
-    import_mjx()
     if _off("MJHARNESS_MUJOCO_TIMERS", "0"):
         from .mujoco_timers import set_timers
 

@@ -8,11 +8,11 @@ import jax
 import jax.numpy as jnp
 import mujoco
 import numpy as np
-from mujoco import mjx
 
 from mjharness.integrators.digest import tree_digest
 from mjharness.integrators.names import BackendName
 from mjharness.scenes import SceneError, compat, load_scene, scene_info
+from mjharness.scenes.settings import mjx  # mujoco.mjx, imported on first use
 
 from .base import Backend, Capabilities, warmstart
 from .versions import require_tested_versions

@@ -10,31 +10,59 @@ used). Public MJX functions (``mjx.jac``, ``mjx.full_m``, ...) are used directly
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
-from mujoco.mjx._src import collision_driver, math, sensor, smooth, solver, support
-from mujoco.mjx._src import forward as _forward
+from mjharness.scenes.settings import import_mjx
+
+
+def _src(name: str) -> Any:
+    """``mujoco.mjx._src.<name>``, imported on first use (importing it imports mujoco.mjx: quietly, and never on
+    a MuJoCo C run)."""
+    import_mjx()
+    return importlib.import_module(f"mujoco.mjx._src.{name}")
+
 
 # -- functions of mujoco.mjx._src that mujoco.mjx does not export ------------------------------------------
-solve_m = smooth.solve_m  # (m, d, x): M(q)^-1 x with MJX's own factor of M
-contact_force = support.contact_force  # (m, d, i): contact i's force in its frame (mj_contactForce)
-muscle_gain = support.muscle_gain  # (length, vel, lengthrange, acc0, prm): MuJoCo's muscle gain
-motion_cross = math.motion_cross
-motion_cross_force = math.motion_cross_force
-inert_mul = math.inert_mul
+def solve_m(m, d, x):
+    """M(q)^-1 x with MJX's own factor of M (``smooth.solve_m``)."""
+    return _src("smooth").solve_m(m, d, x)
+
+
+def contact_force(m, d, i):
+    """Contact i's force in its frame (``support.contact_force``, as ``mj_contactForce``)."""
+    return _src("support").contact_force(m, d, i)
+
+
+def muscle_gain(length, vel, lengthrange, acc0, prm):
+    """MuJoCo's muscle gain (``support.muscle_gain``)."""
+    return _src("support").muscle_gain(length, vel, lengthrange, acc0, prm)
+
+
+def motion_cross(u, v):
+    return _src("math").motion_cross(u, v)
+
+
+def motion_cross_force(v, f):
+    return _src("math").motion_cross_force(v, f)
+
+
+def inert_mul(i, v):
+    return _src("math").inert_mul(i, v)
 
 
 def advance(m, d, act_dot, qacc):
     """MJX's explicit Euler update of act, qvel, qpos and time (``forward._advance``)."""
-    return _forward._advance(m, d, act_dot, qacc)
+    return _src("forward")._advance(m, d, act_dot, qacc)
 
 
 def forward_to_velocity(m, d):
     """``mjx.forward``'s position and velocity stages (MJX 3.17's ``forward._src.forward.forward``, first half):
     kinematics, centres of mass, ``cvel``, the position and velocity sensors."""
-    d = _forward.fwd_position(m, d)
+    fwd, sensor = _src("forward"), _src("sensor")
+    d = fwd.fwd_position(m, d)
     d = sensor.sensor_pos(m, d)
-    d = _forward.fwd_velocity(m, d)
+    d = fwd.fwd_velocity(m, d)
     return sensor.sensor_vel(m, d)
 
 
@@ -42,17 +70,19 @@ def forward_from_actuation(m, d):
     """The rest of ``mjx.forward`` after ``forward_to_velocity``, as MJX 3.17 runs it: actuation, the smooth
     acceleration (where ``xfrc_applied`` / ``qfrc_applied`` enter), the constraint solve and the acceleration
     sensors."""
-    d = _forward.fwd_actuation(m, d)
-    d = _forward.fwd_acceleration(m, d)
+    fwd = _src("forward")
+    d = fwd.fwd_actuation(m, d)
+    d = fwd.fwd_acceleration(m, d)
     if d._impl.efc_J.size == 0:
         return d.replace(qacc=d.qacc_smooth)
-    d = solver.solve(m, d)
-    return sensor.sensor_acc(m, d)
+    d = _src("solver").solve(m, d)
+    return _src("sensor").sensor_acc(m, d)
 
 
 def collision_ncon(t1: int, t2: int) -> int | None:
     """Contacts MJX's collision function returns for geom types ``t1 <= t2`` (its ``ncon``), None without one."""
-    fn = collision_driver._COLLISION_FUNC.get((collision_driver.GeomType(t1), collision_driver.GeomType(t2)))
+    driver = _src("collision_driver")
+    fn = driver._COLLISION_FUNC.get((driver.GeomType(t1), driver.GeomType(t2)))
     return None if fn is None else int(fn.ncon)
 
 

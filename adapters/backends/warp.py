@@ -5,10 +5,10 @@ from __future__ import annotations
 import functools
 
 import jax
-from mujoco import mjx
 
 from mjharness.integrators.names import BackendName
 from mjharness.scenes import SceneError
+from mjharness.scenes.settings import mjx  # mujoco.mjx, imported on first use
 
 from .base import BackendError, Capabilities, check_naconmax
 from .mjx import MjxBackend

@@ -132,7 +132,8 @@ def _mjx_batch(scene, x0):
     """Batched MJX data whose qpos/qvel/act are the rows of ``x0`` (the same states as ours)."""
     import jax
     import jax.numpy as jnp
-    from mujoco import mjx
+
+    from mjharness.scenes.settings import mjx
 
     d0 = mjx.put_data(scene.model, scene.data)
     return jax.jit(jax.vmap(lambda x: scene.to_mjx(x, d0)))(jnp.asarray(x0))
@@ -140,9 +141,8 @@ def _mjx_batch(scene, x0):
 
 def _forward_update(m, d):
     """One ``mjx.forward`` and MJX's own explicit update of act, qvel, qpos, time (``_advance``)."""
-    from mujoco import mjx
-
     from mjharness.adapters.backends.mjx_private import advance
+    from mjharness.scenes.settings import mjx
 
     d = mjx.forward(m, d)
     return advance(m, d, d.act_dot, d.qacc)
@@ -165,7 +165,8 @@ def _scan_mjx(m, steps: int, fn):
 
 def _setup_mjx(scene, x0, steps, name) -> Peer:
     import jax.numpy as jnp
-    from mujoco import mjx
+
+    from mjharness.scenes.settings import mjx
 
     fn = mjx.step if name == "mjx_step" else _forward_update
     d = _mjx_batch(scene, x0)

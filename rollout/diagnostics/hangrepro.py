@@ -36,11 +36,10 @@ import jax.numpy as jnp
 import mujoco
 from jax._src import xla_bridge
 from jax.sharding import AxisType, NamedSharding, PartitionSpec
-from mujoco import mjx
 
 from mjharness.integrators.errors import UserError
 from mjharness.scenes import load_scene
-from mjharness.scenes.settings import configure
+from mjharness.scenes.settings import configure, mjx
 
 from .watchdog import DeviceStallError, Watchdog
 
