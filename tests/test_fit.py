@@ -419,3 +419,47 @@ def test_the_differences_path_runs_its_plan_again_with_the_same_bits_as_rollout(
         want = np.stack([((np.asarray(ref.x)[:, j * B:(j + 1) * B] - d["goal"]) / d["weight"]).ravel()
                          for j in range(c)], axis=1)
         assert np.array_equal(got, want[:, 0] if c == 1 else want), c
+
+
+def _columns(f):
+    """A residual of z (K,) or of points as columns (K, c), as the differences path's residuals are."""
+    def residual(z):
+        z = np.asarray(z, np.float64)
+        return f(z) if z.ndim == 1 else np.stack([f(c) for c in z.T], axis=1)
+    return residual
+
+
+def test_secant_polish_crosses_a_staircase_whose_pieces_slope_back():
+    """``fit._secant_polish`` on a cost shaped like a rollout's through switching constraints: every unit piece of
+    ``a`` slopes back (its residuals grow with ``a`` inside it) and drops at its right edge, down to the truth's piece
+    at 3, so a solver on local slopes stays at the left edge it started on (1.0). Differences over many standard
+    errors see the drops: the polish reaches the truth's piece, every step lowers the cost, the parameter the data
+    do not touch (``b``) stays where it was; on a smooth problem at its minimum it takes no step."""
+    from mjharness.rollout.fit import _secant_polish
+
+    rng = np.random.default_rng(0)
+    c, e = rng.uniform(0.5, 1.5, 200), rng.standard_normal(200)
+
+    def stairs(z):
+        a = z[0]
+        return c * (np.floor(a) - 0.3 * (a - np.floor(a)) - 3.0) + e  # b = z[1] does not enter
+
+    residual = _columns(stairs)
+    lo, hi = np.array([0.0, 0.0]), np.array([10.0, 10.0])
+    z0 = np.array([1.0, 0.5])
+    r0 = residual(z0)
+    h = 1e-7  # the solver's last Jacobian: forward differences, inside the piece it stopped at
+    jac = np.stack([(residual(z0 + [h, 0]) - r0) / h, (residual(z0 + [0, h]) - r0) / h], axis=1)
+    assert np.allclose(jac[:, 0], -0.3 * c) and not jac[:, 1].any()
+    seen: list = []
+    z, r, n = _secant_polish(z0, r0, jac, residual, lo, hi, True, seen.append)
+    assert 3.0 <= z[0] < 3.3 and z[1] == 0.5, z  # the truth's piece; b untouched
+    assert np.array_equal(r, residual(z)) and n == len(seen) >= 1
+    costs = [0.5 * float(r0 @ r0)] + [log.objective for log in seen]
+    assert all(b < a for a, b in zip(costs, costs[1:])) and costs[-1] == pytest.approx(0.5 * float(r @ r), rel=1e-12)
+    # smooth (linear) residuals at their least-squares solution: nothing lower to find
+    A, y = rng.standard_normal((50, 2)), rng.standard_normal(50)
+    linear = _columns(lambda z: A @ z - y)
+    best = np.linalg.lstsq(A, y, rcond=None)[0]
+    z, r, n = _secant_polish(best, linear(best), None, linear, np.full(2, -np.inf), np.full(2, np.inf), True)
+    assert n == 0 and np.array_equal(z, best)

@@ -74,8 +74,9 @@ def test_hopper_both_starts_reach_one_estimate_through_contacts(tmp_path):
 def test_walker2d_fit_that_fails_the_chi2_test_is_grown_again_in_finer_steps(tmp_path, monkeypatch):
     """gymnasium's walker2d (two feet switching contacts), noise seed 6: the default growing horizon ends on a piece
     of the cost that fails the chi-square test (reduced chi-square 1.34, p ~ 1e-77); fit then grows the horizon
-    again from the start in finer steps (``RETRY_HORIZONS``), keeps that lower cost (reduced chi-square 1.02,
-    p = 0.16: no warning) and every truth lies within 2.5 standard errors of its estimate (8.8 before)."""
+    again from the start in finer steps (``RETRY_HORIZONS``), keeps that lower cost, polishes it with differences
+    over many standard errors (``SECANT_SCALES``; no warning) and every truth lies within 2.5 standard errors of its
+    estimate (8.8 before). The polish alone also leaves the rejected piece."""
     import warnings
 
     from mjharness.rollout import fit as fit_module
@@ -90,8 +91,14 @@ def test_walker2d_fit_that_fails_the_chi2_test_is_grown_again_in_finer_steps(tmp
     assert res.residuals["chi2_p"] > 0.01 and abs(res.residuals["reduced_chi2"] - 1) < 0.05
     for k, v in p.truth.items():
         assert abs(res.values[k] - v) < 2.5 * res.stderr[k], (k, res.values[k], v, res.stderr[k])
-    # without the retry the same fit stops on the piece the test rejects, and says so
+    # without the retry, the secant polish alone (``SECANT_SCALES``) leaves that piece too
     monkeypatch.setattr(fit_module, "_misfit", lambda r, k: False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        polished = S.ours(p, path, 1.0)
+    assert polished.residuals["chi2_p"] > 0.01 and polished.cost < res.cost + 10
+    # without either, the same fit stops on the piece the test rejects, and says so
+    monkeypatch.setattr(fit_module, "SECANT_SCALES", ())
     with pytest.warns(UserWarning, match="larger than the given noise explains"):
         plain = S.ours(p, path, 1.0)
     assert plain.residuals["reduced_chi2"] > 1.2 and plain.cost > res.cost + 500
