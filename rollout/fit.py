@@ -744,8 +744,6 @@ def _secant_polish(z: np.ndarray, r: np.ndarray, jac: np.ndarray | None, residua
         g = np.zeros((scales.shape[0], k))
         for c, (u, d) in enumerate(zip(up, down)):
             j = (rp[:, 2 * k * c:2 * k * c + k] - rp[:, 2 * k * c + k:2 * k * (c + 1)]) / (u - d)
-            if not np.all(np.isfinite(j)):  # a world failed at one of its points: no step from this scale
-                continue
             a, g[c] = j.T @ j, j.T @ r
             for m, mu in enumerate(SECANT_DAMPING):
                 trials[move, c * len(SECANT_DAMPING) + m] = \
@@ -753,7 +751,6 @@ def _secant_polish(z: np.ndarray, r: np.ndarray, jac: np.ndarray | None, residua
         trials = np.clip(trials, lo[:, None], hi[:, None])
         rt = residual(trials)
         costs = np.einsum("mc,mc->c", rt, rt)
-        costs[~np.isfinite(costs)] = np.inf  # a failed world's trial point is no candidate
         best = int(np.argmin(costs))
         if not costs[best] < cost:
             break

@@ -457,11 +457,6 @@ def test_secant_polish_crosses_a_staircase_whose_pieces_slope_back():
     assert np.array_equal(r, residual(z)) and n == len(seen) >= 1
     costs = [0.5 * float(r0 @ r0)] + [log.objective for log in seen]
     assert all(b < a for a, b in zip(costs, costs[1:])) and costs[-1] == pytest.approx(0.5 * float(r @ r), rel=1e-12)
-    # a point where the model fails (NaN residuals, as a diverged world gives) is never taken, nor a scale
-    # whose differences reach it: the polish still gets there through the others
-    holes = _columns(lambda z: np.full(200, np.nan) if 1.5 < z[0] < 2.0 else stairs(z))
-    z, r, n = _secant_polish(z0, r0, jac, holes, lo, hi, True)
-    assert 3.0 <= z[0] < 3.3 and np.all(np.isfinite(r)) and n >= 1
     # smooth (linear) residuals at their least-squares solution: nothing lower to find
     A, y = rng.standard_normal((50, 2)), rng.standard_normal(50)
     linear = _columns(lambda z: A @ z - y)
