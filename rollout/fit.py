@@ -720,7 +720,8 @@ def _secant_polish(z: np.ndarray, r: np.ndarray, jac: np.ndarray | None, residua
     residuals ``r``: per iteration, central differences over scale x standard error for every scale (one batched
     run of 2 x scales x moving parameters points, each clipped to the bounds) and a Levenberg-Marquardt trial step
     for every scale and ``SECANT_DAMPING`` (one batched run); the lowest cost is taken if it is lower (reported to
-    ``on_iteration`` as the solver's iterations are), else the polish ends; at most ``SECANT_ITERATIONS``.
+    ``on_iteration`` as the solver's iterations are), else the polish ends; at most ``SECANT_ITERATIONS``. A world
+    that fails (non-finite residuals) at any of an iteration's points ends it at the last point taken.
     Standard errors from ``jac`` (None: central differences over cbrt(eps)); parameters without a finite one
     (unidentifiable) stay."""
     floor = np.cbrt(np.finfo(np.float64).eps) * np.maximum(np.abs(z), 1.0)
@@ -740,6 +741,8 @@ def _secant_polish(z: np.ndarray, r: np.ndarray, jac: np.ndarray | None, residua
             pts[move, 2 * k * c + np.arange(k)] = u
             pts[move, 2 * k * c + k + np.arange(k)] = d
         rp = residual(pts)
+        if not np.all(np.isfinite(rp)):  # a world failed at a difference point: end here (lstsq cannot use it)
+            break
         trials = np.tile(z[:, None], scales.shape[0] * len(SECANT_DAMPING))
         g = np.zeros((scales.shape[0], k))
         for c, (u, d) in enumerate(zip(up, down)):
@@ -752,7 +755,7 @@ def _secant_polish(z: np.ndarray, r: np.ndarray, jac: np.ndarray | None, residua
         rt = residual(trials)
         costs = np.einsum("mc,mc->c", rt, rt)
         best = int(np.argmin(costs))
-        if not costs[best] < cost:
+        if np.isnan(costs).any() or not costs[best] < cost:  # a failed trial point, or nothing lower: end here
             break
         grad = np.zeros_like(z)
         grad[move] = g[best // len(SECANT_DAMPING)]

@@ -457,6 +457,11 @@ def test_secant_polish_crosses_a_staircase_whose_pieces_slope_back():
     assert np.array_equal(r, residual(z)) and n == len(seen) >= 1
     costs = [0.5 * float(r0 @ r0)] + [log.objective for log in seen]
     assert all(b < a for a, b in zip(costs, costs[1:])) and costs[-1] == pytest.approx(0.5 * float(r @ r), rel=1e-12)
+    # a failed world (NaN residuals) at any point of an iteration ends the polish at the last point taken
+    for band in ((1.5, 2.0), (-50.0, -20.0)):  # reached by trial steps / by the widest differences first
+        holes = _columns(lambda z, b=band: np.full(200, np.nan) if b[0] < z[0] < b[1] else stairs(z))
+        z, r, n = _secant_polish(z0, r0, jac, holes, np.array([-100.0, 0.0]), hi, True)
+        assert np.all(np.isfinite(r)) and np.array_equal(r, holes(z)) and 0.5 * r @ r <= 0.5 * r0 @ r0
     # smooth (linear) residuals at their least-squares solution: nothing lower to find
     A, y = rng.standard_normal((50, 2)), rng.standard_normal(50)
     linear = _columns(lambda z: A @ z - y)
